@@ -1,0 +1,204 @@
+/* mialloc.h -- public interface of the mialloc memory allocator.
+ *
+ * The names and semantics follow the reference allocator's public API (mimalloc)
+ * so that code written for it compiles against mialloc with only the include
+ * changed.  Every symbol declared here is exported; nothing else is.
+ */
+#ifndef MIALLOC_H
+#define MIALLOC_H
+
+#include <stddef.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MI_MALLOC_VERSION 10   /* 0.1.0 encoded as major*100 + minor*10 + patch */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define mi_decl_export        __attribute__((visibility("default")))
+#define mi_decl_nodiscard     __attribute__((warn_unused_result))
+#define mi_attr_malloc        __attribute__((malloc))
+#define mi_attr_alloc_size(s) __attribute__((alloc_size(s)))
+#define mi_attr_alloc_size2(s1, s2) __attribute__((alloc_size(s1, s2)))
+#define mi_attr_alloc_align(p) __attribute__((alloc_align(p)))
+#else
+#define mi_decl_export
+#define mi_decl_nodiscard
+#define mi_attr_malloc
+#define mi_attr_alloc_size(s)
+#define mi_attr_alloc_size2(s1, s2)
+#define mi_attr_alloc_align(p)
+#endif
+
+/* ---------------------------------------------------------------------------
+ * Allocation family
+ * ------------------------------------------------------------------------ */
+mi_decl_export mi_decl_nodiscard void *mi_malloc(size_t size) mi_attr_malloc mi_attr_alloc_size(1);
+mi_decl_export mi_decl_nodiscard void *mi_calloc(size_t count, size_t size) mi_attr_malloc mi_attr_alloc_size2(1, 2);
+mi_decl_export mi_decl_nodiscard void *mi_realloc(void *p, size_t newsize) mi_attr_alloc_size(2);
+mi_decl_export void *mi_expand(void *p, size_t newsize) mi_attr_alloc_size(2);
+mi_decl_export void mi_free(void *p);
+mi_decl_export void mi_free_size(void *p, size_t size);
+mi_decl_export void mi_free_aligned(void *p, size_t alignment);
+mi_decl_export void mi_free_size_aligned(void *p, size_t size, size_t alignment);
+mi_decl_export mi_decl_nodiscard char *mi_strdup(const char *s) mi_attr_malloc;
+mi_decl_export mi_decl_nodiscard char *mi_strndup(const char *s, size_t n) mi_attr_malloc;
+mi_decl_export mi_decl_nodiscard char *mi_realpath(const char *fname, char *resolved_name) mi_attr_malloc;
+
+mi_decl_export mi_decl_nodiscard void *mi_malloc_small(size_t size) mi_attr_malloc mi_attr_alloc_size(1);
+mi_decl_export mi_decl_nodiscard void *mi_zalloc_small(size_t size) mi_attr_malloc mi_attr_alloc_size(1);
+mi_decl_export mi_decl_nodiscard void *mi_zalloc(size_t size) mi_attr_malloc mi_attr_alloc_size(1);
+mi_decl_export mi_decl_nodiscard void *mi_mallocn(size_t count, size_t size) mi_attr_malloc mi_attr_alloc_size2(1, 2);
+mi_decl_export mi_decl_nodiscard void *mi_reallocn(void *p, size_t count, size_t size) mi_attr_alloc_size2(2, 3);
+mi_decl_export mi_decl_nodiscard void *mi_reallocf(void *p, size_t newsize) mi_attr_alloc_size(2);
+
+mi_decl_export mi_decl_nodiscard size_t mi_usable_size(const void *p);
+mi_decl_export mi_decl_nodiscard size_t mi_good_size(size_t size);
+
+/* Zero-initialising re-allocation: bytes past the old size are zero. */
+mi_decl_export mi_decl_nodiscard void *mi_rezalloc(void *p, size_t newsize) mi_attr_alloc_size(2);
+mi_decl_export mi_decl_nodiscard void *mi_recalloc(void *p, size_t newcount, size_t size) mi_attr_alloc_size2(2, 3);
+
+/* ---------------------------------------------------------------------------
+ * Aligned allocation.  alignment must be a power of two; *_at variants align
+ * p + offset instead of p.
+ * ------------------------------------------------------------------------ */
+mi_decl_export mi_decl_nodiscard void *mi_malloc_aligned(size_t size, size_t alignment) mi_attr_malloc mi_attr_alloc_size(1) mi_attr_alloc_align(2);
+mi_decl_export mi_decl_nodiscard void *mi_malloc_aligned_at(size_t size, size_t alignment, size_t offset) mi_attr_malloc mi_attr_alloc_size(1);
+mi_decl_export mi_decl_nodiscard void *mi_zalloc_aligned(size_t size, size_t alignment) mi_attr_malloc mi_attr_alloc_size(1) mi_attr_alloc_align(2);
+mi_decl_export mi_decl_nodiscard void *mi_zalloc_aligned_at(size_t size, size_t alignment, size_t offset) mi_attr_malloc mi_attr_alloc_size(1);
+mi_decl_export mi_decl_nodiscard void *mi_calloc_aligned(size_t count, size_t size, size_t alignment) mi_attr_malloc mi_attr_alloc_size2(1, 2) mi_attr_alloc_align(3);
+mi_decl_export mi_decl_nodiscard void *mi_calloc_aligned_at(size_t count, size_t size, size_t alignment, size_t offset) mi_attr_malloc mi_attr_alloc_size2(1, 2);
+mi_decl_export mi_decl_nodiscard void *mi_realloc_aligned(void *p, size_t newsize, size_t alignment) mi_attr_alloc_size(2) mi_attr_alloc_align(3);
+mi_decl_export mi_decl_nodiscard void *mi_realloc_aligned_at(void *p, size_t newsize, size_t alignment, size_t offset) mi_attr_alloc_size(2);
+mi_decl_export mi_decl_nodiscard void *mi_rezalloc_aligned(void *p, size_t newsize, size_t alignment) mi_attr_alloc_size(2) mi_attr_alloc_align(3);
+mi_decl_export mi_decl_nodiscard void *mi_rezalloc_aligned_at(void *p, size_t newsize, size_t alignment, size_t offset) mi_attr_alloc_size(2);
+mi_decl_export mi_decl_nodiscard void *mi_recalloc_aligned(void *p, size_t newcount, size_t size, size_t alignment) mi_attr_alloc_size2(2, 3) mi_attr_alloc_align(4);
+mi_decl_export mi_decl_nodiscard void *mi_recalloc_aligned_at(void *p, size_t newcount, size_t size, size_t alignment, size_t offset) mi_attr_alloc_size2(2, 3);
+
+/* ---------------------------------------------------------------------------
+ * Posix-style names (also used by the malloc override).
+ * ------------------------------------------------------------------------ */
+mi_decl_export mi_decl_nodiscard size_t mi_malloc_size(const void *p);
+mi_decl_export mi_decl_nodiscard size_t mi_malloc_usable_size(const void *p);
+mi_decl_export void mi_cfree(void *p);
+mi_decl_export int mi_posix_memalign(void **p, size_t alignment, size_t size);
+mi_decl_export mi_decl_nodiscard void *mi_memalign(size_t alignment, size_t size) mi_attr_malloc mi_attr_alloc_size(2) mi_attr_alloc_align(1);
+mi_decl_export mi_decl_nodiscard void *mi_valloc(size_t size) mi_attr_malloc mi_attr_alloc_size(1);
+mi_decl_export mi_decl_nodiscard void *mi_pvalloc(size_t size) mi_attr_malloc mi_attr_alloc_size(1);
+mi_decl_export mi_decl_nodiscard void *mi_aligned_alloc(size_t alignment, size_t size) mi_attr_malloc mi_attr_alloc_size(2) mi_attr_alloc_align(1);
+mi_decl_export mi_decl_nodiscard void *mi_reallocarray(void *p, size_t count, size_t size) mi_attr_alloc_size2(2, 3);
+mi_decl_export int mi_reallocarr(void *p, size_t count, size_t size);
+
+/* C++-style allocation: never return NULL, call the new-handler instead. */
+mi_decl_export mi_decl_nodiscard void *mi_new(size_t size) mi_attr_malloc mi_attr_alloc_size(1);
+mi_decl_export mi_decl_nodiscard void *mi_new_aligned(size_t size, size_t alignment) mi_attr_malloc mi_attr_alloc_size(1) mi_attr_alloc_align(2);
+mi_decl_export mi_decl_nodiscard void *mi_new_nothrow(size_t size) mi_attr_malloc mi_attr_alloc_size(1);
+mi_decl_export mi_decl_nodiscard void *mi_new_aligned_nothrow(size_t size, size_t alignment) mi_attr_malloc mi_attr_alloc_size(1) mi_attr_alloc_align(2);
+mi_decl_export mi_decl_nodiscard void *mi_new_n(size_t count, size_t size) mi_attr_malloc mi_attr_alloc_size2(1, 2);
+mi_decl_export mi_decl_nodiscard void *mi_new_realloc(void *p, size_t newsize) mi_attr_alloc_size(2);
+mi_decl_export mi_decl_nodiscard void *mi_new_reallocn(void *p, size_t newcount, size_t size) mi_attr_alloc_size2(2, 3);
+
+/* ---------------------------------------------------------------------------
+ * Process and thread, collection, introspection
+ * ------------------------------------------------------------------------ */
+mi_decl_export void mi_collect(bool force);
+mi_decl_export int  mi_version(void);
+mi_decl_export bool mi_is_redirected(void);
+mi_decl_export bool mi_is_in_heap_region(const void *p);
+mi_decl_export bool mi_check_owned(const void *p);
+mi_decl_export void mi_process_init(void);
+mi_decl_export void mi_process_done(void);
+mi_decl_export void mi_thread_init(void);
+mi_decl_export void mi_thread_done(void);
+
+/* ---------------------------------------------------------------------------
+ * Output, errors and callbacks
+ * ------------------------------------------------------------------------ */
+typedef void (mi_output_fun)(const char *msg, void *arg);
+typedef void (mi_error_fun)(int err, void *arg);
+typedef void (mi_deferred_free_fun)(bool force, unsigned long long heartbeat, void *arg);
+mi_decl_export void mi_register_output(mi_output_fun *out, void *arg);
+mi_decl_export void mi_register_error(mi_error_fun *fun, void *arg);
+mi_decl_export void mi_register_deferred_free(mi_deferred_free_fun *deferred_free, void *arg);
+
+/* ---------------------------------------------------------------------------
+ * Statistics
+ * ------------------------------------------------------------------------ */
+mi_decl_export void mi_stats_reset(void);
+mi_decl_export void mi_stats_merge(void);
+mi_decl_export void mi_stats_print(void *out);  /* out is ignored; prints to the output */
+mi_decl_export void mi_stats_print_out(mi_output_fun *out, void *arg);
+/* JSON form of the statistics into buf (size bytes); returns buf, or NULL if
+ * buf is NULL or too small (then *needed, if given, says how much is needed). */
+mi_decl_export char *mi_stats_get_json(size_t size, char *buf);
+mi_decl_export void mi_process_info(size_t *elapsed_msecs, size_t *user_msecs, size_t *system_msecs,
+                                    size_t *current_rss, size_t *peak_rss,
+                                    size_t *current_commit, size_t *peak_commit, size_t *page_faults);
+
+/* ---------------------------------------------------------------------------
+ * Options.  Each option reads MIALLOC_<NAME> from the environment once (the
+ * environment is ignored in setuid/setgid/AT_SECURE processes).
+ * ------------------------------------------------------------------------ */
+typedef enum mi_option_e {
+  mi_option_show_errors,          /* print error messages (default on) */
+  mi_option_show_stats,           /* print statistics at exit */
+  mi_option_verbose,              /* explain decisions on stderr */
+  mi_option_eager_commit,         /* accepted for compatibility */
+  mi_option_arena_eager_commit,   /* accepted for compatibility */
+  mi_option_purge_decommits,      /* purge with MADV_DONTNEED (1) or MADV_FREE (0) */
+  mi_option_allow_large_os_pages, /* ask for transparent huge pages on arenas */
+  mi_option_reserve_huge_os_pages,/* reserve N GiB of 1 GiB/2 MiB huge pages at start */
+  mi_option_reserve_huge_os_pages_at, /* accepted for compatibility (NUMA node) */
+  mi_option_reserve_os_memory,    /* reserve this much OS memory at start (size) */
+  mi_option_deprecated_segment_cache,
+  mi_option_deprecated_page_reset,
+  mi_option_abandoned_page_purge,
+  mi_option_deprecated_segment_reset,
+  mi_option_eager_commit_delay,
+  mi_option_purge_delay,          /* milliseconds before freed memory is purged */
+  mi_option_use_numa_nodes,
+  mi_option_disallow_os_alloc,
+  mi_option_os_tag,
+  mi_option_max_errors,           /* print at most this many error messages */
+  mi_option_max_warnings,         /* print at most this many warnings */
+  mi_option_max_segment_reclaim,
+  mi_option_destroy_on_exit,
+  mi_option_arena_reserve,        /* size of each OS reservation (size) */
+  mi_option_arena_purge_mult,
+  mi_option_purge_extend_delay,
+  mi_option_abandoned_reclaim_on_free,
+  mi_option_disallow_arena_alloc,
+  mi_option_retry_on_oom,
+  mi_option_abort_on_error,       /* abort() after reporting an error */
+  mi_option_purge_thread,         /* background purging in idle programs */
+  _mi_option_last,
+  /* legacy names */
+  mi_option_large_os_pages = mi_option_allow_large_os_pages,
+  mi_option_eager_region_commit = mi_option_arena_eager_commit,
+  mi_option_reset_decommits = mi_option_purge_decommits,
+  mi_option_reset_delay = mi_option_purge_delay,
+  mi_option_abandoned_page_reset = mi_option_abandoned_page_purge,
+  mi_option_limit_os_alloc = mi_option_disallow_os_alloc
+} mi_option_t;
+
+mi_decl_export bool mi_option_is_enabled(mi_option_t option);
+mi_decl_export void mi_option_enable(mi_option_t option);
+mi_decl_export void mi_option_disable(mi_option_t option);
+mi_decl_export void mi_option_set_enabled(mi_option_t option, bool enable);
+mi_decl_export void mi_option_set_enabled_default(mi_option_t option, bool enable);
+mi_decl_export long mi_option_get(mi_option_t option);
+mi_decl_export long mi_option_get_clamp(mi_option_t option, long min, long max);
+mi_decl_export size_t mi_option_get_size(mi_option_t option);
+mi_decl_export void mi_option_set(mi_option_t option, long value);
+mi_decl_export void mi_option_set_default(mi_option_t option, long value);
+mi_decl_export void mi_options_print(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MIALLOC_H */

@@ -1,0 +1,130 @@
+/* alloc-aligned.c -- aligned allocation for any power-of-two alignment.
+ *
+ * Blocks of a bin start at multiples of the block size from a 64 KiB-aligned
+ * page start, so a block whose size is a multiple of the alignment is
+ * aligned already.  Otherwise we over-allocate and hand out an aligned
+ * pointer inside the block; the page is flagged so free finds the block
+ * start.  Alignments beyond a slice come from huge spans.
+ */
+#include "internal.h"
+#include "tls.h"
+
+static bool mia_is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size_t offset, bool zero) {
+  if (mia_unlikely(!mia_is_pow2(alignment))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (mia_unlikely(size > MIA_MAX_ALLOC_SIZE || alignment > MIA_MAX_ALLOC_SIZE)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (size == 0) size = 1;
+  /* natural alignment: the bin's blocks already line up */
+  if (offset == 0 && size <= MIA_LARGE_MAX && alignment <= MIA_SLICE_SIZE) {
+    size_t bsize = mia_bin_size[mia_bin_of(size)];
+    if ((bsize & (alignment - 1)) == 0) return mia_malloc_generic(theap, size, zero);
+  }
+  size_t padded = size + alignment - 1;
+  if (alignment <= MIA_MAX_ALIGN_IN_PAGE && padded <= MIA_LARGE_MAX) {
+    uint8_t *block = mia_malloc_generic(theap, padded, zero);
+    if (block == NULL) return NULL;
+    uintptr_t aligned = (((uintptr_t)block + offset + alignment - 1) & ~(uintptr_t)(alignment - 1)) - offset;
+    if (aligned != (uintptr_t)block) {
+      mia_page_t *page = mia_page_of(block);
+      if (!(page->flags & MIA_PAGE_HAS_ALIGNED)) {
+        page->flags |= MIA_PAGE_HAS_ALIGNED;
+        page->free_key |= MIA_PAGE_HAS_ALIGNED;
+      }
+    }
+    return (void *)aligned;
+  }
+  /* huge: a span whose block is placed at the aligned address */
+  if (theap == &mia_theap_empty) {
+    theap = mia_thread_init_slow();
+    if (theap == NULL) { errno = ENOMEM; return NULL; }
+  }
+  mia_page_t *page = mia_huge_page_alloc(theap->tld->subproc, size + offset, alignment);
+  if (page == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  uintptr_t aligned = (((uintptr_t)page->start + offset + alignment - 1) & ~(uintptr_t)(alignment - 1)) - offset;
+  if (zero && !page->is_zero_init) mia_memzero((void *)aligned, size);
+  return (void *)aligned;
+}
+
+mia_export void *mi_malloc_aligned_at(size_t size, size_t alignment, size_t offset) {
+  return mia_malloc_aligned(mia_theap_get(), size, alignment, offset, false);
+}
+
+mia_export void *mi_malloc_aligned(size_t size, size_t alignment) {
+  return mia_malloc_aligned(mia_theap_get(), size, alignment, 0, false);
+}
+
+mia_export void *mi_zalloc_aligned_at(size_t size, size_t alignment, size_t offset) {
+  return mia_malloc_aligned(mia_theap_get(), size, alignment, offset, true);
+}
+
+mia_export void *mi_zalloc_aligned(size_t size, size_t alignment) {
+  return mia_malloc_aligned(mia_theap_get(), size, alignment, 0, true);
+}
+
+mia_export void *mi_calloc_aligned_at(size_t count, size_t size, size_t alignment, size_t offset) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return mia_malloc_aligned(mia_theap_get(), total, alignment, offset, true);
+}
+
+mia_export void *mi_calloc_aligned(size_t count, size_t size, size_t alignment) {
+  return mi_calloc_aligned_at(count, size, alignment, 0);
+}
+
+static void *mia_realloc_aligned(void *p, size_t newsize, size_t alignment, size_t offset, bool zero) {
+  if (p == NULL) return mia_malloc_aligned(mia_theap_get(), newsize, alignment, offset, zero);
+  if (!mia_is_pow2(alignment)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  size_t size = mia_usable_size(p);
+  if (newsize <= size && newsize >= size / 2 && (((uintptr_t)p + offset) & (alignment - 1)) == 0)
+    return p;
+  void *newp = mia_malloc_aligned(mia_theap_get(), newsize, alignment, offset, zero);
+  if (newp == NULL) return NULL;
+  mia_memcpy(newp, p, size < newsize ? size : newsize);
+  mi_free(p);
+  return newp;
+}
+
+mia_export void *mi_realloc_aligned_at(void *p, size_t newsize, size_t alignment, size_t offset) {
+  return mia_realloc_aligned(p, newsize, alignment, offset, false);
+}
+
+mia_export void *mi_realloc_aligned(void *p, size_t newsize, size_t alignment) {
+  return mia_realloc_aligned(p, newsize, alignment, 0, false);
+}
+
+mia_export void *mi_rezalloc_aligned_at(void *p, size_t newsize, size_t alignment, size_t offset) {
+  return mia_realloc_aligned(p, newsize, alignment, offset, true);
+}
+
+mia_export void *mi_rezalloc_aligned(void *p, size_t newsize, size_t alignment) {
+  return mia_realloc_aligned(p, newsize, alignment, 0, true);
+}
+
+mia_export void *mi_recalloc_aligned_at(void *p, size_t count, size_t size, size_t alignment, size_t offset) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return mia_realloc_aligned(p, total, alignment, offset, true);
+}
+
+mia_export void *mi_recalloc_aligned(void *p, size_t count, size_t size, size_t alignment) {
+  return mi_recalloc_aligned_at(p, count, size, alignment, 0);
+}

@@ -1,0 +1,123 @@
+/* alloc.c -- the mi_ allocation family.  The fast path itself is in
+ * fastpath.h; everything else -- an empty free list, a first call in a new
+ * thread, a size above 1 KiB -- goes through mia_malloc_generic. */
+#include "internal.h"
+#include "fastpath.h"
+
+#include <limits.h>
+#include <stdlib.h>
+
+mia_export void *mi_malloc(size_t size) { return mia_malloc_inline(size); }
+
+mia_export void *mi_malloc_small(size_t size) {
+  return mia_theap_malloc(mia_theap_get(), size, false);
+}
+
+mia_export void *mi_zalloc_small(size_t size) { return mia_theap_malloc(mia_theap_get(), size, true); }
+
+mia_export void *mi_zalloc(size_t size) { return mia_theap_malloc(mia_theap_get(), size, true); }
+
+static bool mia_mul_overflow(size_t count, size_t size, size_t *total) {
+  if (mia_unlikely(__builtin_mul_overflow(count, size, total))) {
+    errno = ENOMEM;
+    return true;
+  }
+  return false;
+}
+
+mia_export void *mi_calloc(size_t count, size_t size) { return mia_calloc_inline(count, size); }
+
+mia_export void *mi_mallocn(size_t count, size_t size) {
+  size_t total;
+  if (mia_mul_overflow(count, size, &total)) return NULL;
+  return mi_malloc(total);
+}
+
+size_t mia_usable_size(const void *p) {
+  const mia_page_t *page = mia_page_of(p);
+  if (page == NULL) return 0;
+  if (mia_likely((page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) == 0 && !page->is_huge))
+    return page->block_size;
+  return mia_page_usable_of(page, p);
+}
+
+mia_export size_t mi_usable_size(const void *p) { return mia_usable_size(p); }
+
+mia_export size_t mi_good_size(size_t size) {
+  if (size <= MIA_LARGE_MAX) return mia_bin_size[mia_bin_of(size)];
+  size_t rounded = (size + MIA_SLICE_SIZE - 1) & ~(MIA_SLICE_SIZE - 1);
+  return rounded < size ? size : rounded;
+}
+
+/* realloc: stay in place while the new size fits and does not waste more
+ * than half the block; otherwise move.  On failure p is untouched. */
+void *mia_realloc_zero(void *p, size_t newsize, bool zero) {
+  if (p == NULL) return zero ? mi_zalloc(newsize) : mi_malloc(newsize);
+  mia_page_t *page = mia_page_of(p);
+  if (mia_unlikely(page == NULL)) {
+    mia_free_invalid(p);
+    errno = EINVAL;
+    return NULL;
+  }
+  size_t size = mia_usable_size(p);
+  if (newsize <= size && newsize >= size / 2) return p;
+  if (page->is_huge && newsize <= size && newsize > MIA_LARGE_MAX) return p;
+  void *newp = zero ? mi_zalloc(newsize) : mi_malloc(newsize);
+  if (mia_unlikely(newp == NULL)) return NULL;
+  mia_memcpy(newp, p, size < newsize ? size : newsize);
+  mi_free(p);
+  return newp;
+}
+
+mia_export void *mi_realloc(void *p, size_t newsize) { return mia_realloc_zero(p, newsize, false); }
+
+mia_export void *mi_expand(void *p, size_t newsize) {
+  if (p == NULL) return NULL;
+  return newsize <= mia_usable_size(p) ? p : NULL;
+}
+
+mia_export void *mi_reallocn(void *p, size_t count, size_t size) {
+  size_t total;
+  if (mia_mul_overflow(count, size, &total)) return NULL;
+  return mi_realloc(p, total);
+}
+
+mia_export void *mi_reallocf(void *p, size_t newsize) {
+  void *newp = mi_realloc(p, newsize);
+  if (newp == NULL && p != NULL) mi_free(p);
+  return newp;
+}
+
+mia_export void *mi_rezalloc(void *p, size_t newsize) { return mia_realloc_zero(p, newsize, true); }
+
+mia_export void *mi_recalloc(void *p, size_t count, size_t size) {
+  size_t total;
+  if (mia_mul_overflow(count, size, &total)) return NULL;
+  return mi_rezalloc(p, total);
+}
+
+mia_export char *mi_strdup(const char *s) {
+  if (s == NULL) return NULL;
+  size_t n = strlen(s);
+  char *t = mi_malloc(n + 1);
+  if (t != NULL) memcpy(t, s, n + 1);
+  return t;
+}
+
+mia_export char *mi_strndup(const char *s, size_t n) {
+  if (s == NULL) return NULL;
+  size_t len = strnlen(s, n);
+  char *t = mi_malloc(len + 1);
+  if (t != NULL) {
+    memcpy(t, s, len);
+    t[len] = 0;
+  }
+  return t;
+}
+
+mia_export char *mi_realpath(const char *fname, char *resolved_name) {
+  if (resolved_name != NULL) return realpath(fname, resolved_name);
+  char buf[PATH_MAX];
+  char *r = realpath(fname, buf);
+  return r == NULL ? NULL : mi_strdup(buf);
+}

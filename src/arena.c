@@ -1,0 +1,160 @@
+/* arena.c -- OS reservations handed out as 4 MiB segments.
+ *
+ * An arena is one large mapping (MIALLOC_ARENA_RESERVE, 1 GiB by default)
+ * that costs address space only; RAM is used when a page is touched.  Two
+ * bitmaps track its segments: claimed, and free-but-dirty (touched since the
+ * last purge).  Claiming happens once per 4 MiB a thread needs, so a lock is
+ * cheap here; huge allocations claim runs of segments the same way.
+ */
+#include "internal.h"
+
+#define MIA_BITS 64
+
+static bool bit_get(const uint64_t *map, size_t i) { return (map[i / MIA_BITS] >> (i % MIA_BITS)) & 1; }
+static void bit_set(uint64_t *map, size_t i) { map[i / MIA_BITS] |= (uint64_t)1 << (i % MIA_BITS); }
+static void bit_clear(uint64_t *map, size_t i) { map[i / MIA_BITS] &= ~((uint64_t)1 << (i % MIA_BITS)); }
+
+/* First fit: the lowest run of count clear bits, or SIZE_MAX. */
+static size_t find_clear_run(const uint64_t *map, size_t nbits, size_t count) {
+  size_t i = 0;
+  while (i + count <= nbits) {
+    if (map[i / MIA_BITS] == ~(uint64_t)0) { i = (i / MIA_BITS + 1) * MIA_BITS; continue; }
+    if (bit_get(map, i)) { i++; continue; }
+    size_t j = i + 1;
+    while (j < i + count && !bit_get(map, j)) j++;
+    if (j == i + count) return i;
+    i = j + 1;
+  }
+  return SIZE_MAX;
+}
+
+static uint64_t mia_purge_delay_arena(void) {
+  long delay = mia_option_get_fast(mi_option_purge_delay);
+  long mult = mia_option_get_fast(mi_option_arena_purge_mult);
+  if (delay < 0) return UINT64_MAX;
+  return (uint64_t)delay * (uint64_t)(mult > 0 ? mult : 1);
+}
+
+static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments) {
+  size_t reserve = mi_option_get_size(mi_option_arena_reserve);
+  if (reserve < 64 * MIA_SEGMENT_SIZE) reserve = 64 * MIA_SEGMENT_SIZE;
+  size_t segments = reserve / MIA_SEGMENT_SIZE;
+  if (segments < min_segments) segments = min_segments;
+  size_t words = (segments + MIA_BITS - 1) / MIA_BITS;
+  size_t meta = sizeof(mia_arena_t) + 2 * words * sizeof(uint64_t);
+  meta = (meta + mia_prim_page_size() - 1) & ~(mia_prim_page_size() - 1);
+
+  uint8_t *base = mia_prim_reserve(segments * MIA_SEGMENT_SIZE, MIA_SEGMENT_SIZE,
+                                   mia_option_get_fast(mi_option_allow_large_os_pages) != 0);
+  if (base == NULL) return NULL;
+  mia_arena_t *arena = mia_prim_reserve(meta, 0, false);
+  if (arena == NULL || !mia_pagemap_ensure(base, segments * MIA_SEGMENT_SIZE)) {
+    mia_prim_release(base, segments * MIA_SEGMENT_SIZE);
+    mia_prim_release(arena, meta);
+    return NULL;
+  }
+  arena->base = base;
+  arena->size = segments * MIA_SEGMENT_SIZE;
+  arena->segment_count = segments;
+  arena->subproc = sp;
+  arena->used_map = (uint64_t *)(arena + 1);
+  arena->dirty_map = arena->used_map + words;
+  /* bits past the end count as used so runs never cross it */
+  for (size_t i = segments; i < words * MIA_BITS; i++) bit_set(arena->used_map, i);
+  arena->next = sp->arenas;
+  sp->arenas = arena;
+  sp->arena_count++;
+  mia_verbose("reserved arena %zu: %zu MiB at %p\n", sp->arena_count, arena->size >> 20, (void *)base);
+  return arena;
+}
+
+bool mia_arena_reserve(mia_subproc_t *sp, size_t bytes) {
+  mia_lock(&sp->lock);
+  mia_arena_t *arena = mia_arena_new(sp, (bytes + MIA_SEGMENT_SIZE - 1) / MIA_SEGMENT_SIZE);
+  mia_unlock(&sp->lock);
+  return arena != NULL;
+}
+
+mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, size_t count, bool *is_zero) {
+  mia_lock(&sp->lock);
+  mia_arena_t *arena;
+  size_t idx = SIZE_MAX;
+  for (arena = sp->arenas; arena != NULL; arena = arena->next) {
+    idx = find_clear_run(arena->used_map, arena->segment_count, count);
+    if (idx != SIZE_MAX) break;
+  }
+  if (arena == NULL && mia_option_get_fast(mi_option_disallow_os_alloc) == 0) {
+    arena = mia_arena_new(sp, count);
+    if (arena != NULL) idx = 0;
+  }
+  if (arena == NULL) {
+    mia_unlock(&sp->lock);
+    return NULL;
+  }
+  bool zero = true;
+  for (size_t i = idx; i < idx + count; i++) {
+    if (bit_get(arena->dirty_map, i)) zero = false;
+    bit_clear(arena->dirty_map, i);
+    bit_set(arena->used_map, i);
+  }
+  mia_unlock(&sp->lock);
+  mia_segment_t *segment = (mia_segment_t *)(arena->base + idx * MIA_SEGMENT_SIZE);
+  *is_zero = zero;
+  return segment;
+}
+
+static mia_arena_t *mia_arena_of(mia_subproc_t *sp, const void *p) {
+  for (mia_arena_t *a = sp->arenas; a != NULL; a = a->next)
+    if ((const uint8_t *)p >= a->base && (const uint8_t *)p < a->base + a->size) return a;
+  return NULL;
+}
+
+void mia_arena_free_segments(mia_segment_t *segment, size_t count) {
+  mia_subproc_t *sp = segment->subproc;
+  uint64_t delay = mia_purge_delay_arena();
+  mia_lock(&sp->lock);
+  mia_arena_t *arena = mia_arena_of(sp, segment);
+  if (arena == NULL) {
+    mia_unlock(&sp->lock);
+    mia_error(EFAULT, "segment %p does not belong to any arena\n", (void *)segment);
+    return;
+  }
+  size_t idx = (size_t)((uint8_t *)segment - arena->base) / MIA_SEGMENT_SIZE;
+  for (size_t i = idx; i < idx + count; i++) {
+    bit_clear(arena->used_map, i);
+    bit_set(arena->dirty_map, i);
+  }
+  if (arena->purge_at == 0 && delay != UINT64_MAX) arena->purge_at = mia_prim_clock_ms() + delay;
+  mia_unlock(&sp->lock);
+  if (delay == 0) mia_arenas_purge(sp, false);
+}
+
+/* Purge free dirty segments whose deadline passed (all of them if force). */
+void mia_arenas_purge(mia_subproc_t *sp, bool force) {
+  uint64_t now = mia_prim_clock_ms();
+  bool lazy = mia_option_get_fast(mi_option_purge_decommits) == 0;
+  mia_lock(&sp->lock);
+  for (mia_arena_t *a = sp->arenas; a != NULL; a = a->next) {
+    if (a->purge_at == 0 || (!force && now < a->purge_at)) continue;
+    for (size_t i = 0; i < a->segment_count; i++) {
+      if (!bit_get(a->dirty_map, i) || bit_get(a->used_map, i)) continue;
+      size_t j = i;
+      while (j < a->segment_count && bit_get(a->dirty_map, j) && !bit_get(a->used_map, j)) {
+        bit_clear(a->dirty_map, j);
+        j++;
+      }
+      mia_prim_purge(a->base + i * MIA_SEGMENT_SIZE, (j - i) * MIA_SEGMENT_SIZE, lazy);
+      mia_stats_global.purges++;
+      mia_stats_global.purged_bytes += (int64_t)((j - i) * MIA_SEGMENT_SIZE);
+      i = j;
+    }
+    a->purge_at = 0;
+  }
+  mia_unlock(&sp->lock);
+}
+
+size_t mia_arena_reserved_total(void) {
+  size_t total = 0;
+  for (mia_arena_t *a = mia_subproc_main.arenas; a != NULL; a = a->next) total += a->size;
+  return total;
+}

@@ -1,0 +1,63 @@
+/* fastpath.h -- the malloc and free fast paths, inline so that both the mi_
+ * entry points and the overridden standard names contain them directly
+ * (an alias cannot cross files, and a tail call would cost a jump).
+ */
+#ifndef MIALLOC_FASTPATH_H
+#define MIALLOC_FASTPATH_H
+
+#include "internal.h"
+#include "tls.h"
+
+/* Find the theap (one TLS load), index the direct table by word size, pop
+ * the page's free list.  An empty list -- also the empty page every entry
+ * of a new thread's table points to -- sends us to the generic path. */
+static inline void *mia_theap_malloc_small(mia_theap_t *theap, size_t size, bool zero) {
+  mia_page_t *page = theap->pages_direct[mia_wsize(size)];
+  mia_block_t *block = page->free;
+  if (mia_unlikely(block == NULL)) return mia_malloc_generic(theap, size, zero);
+  page->free = mia_block_next(page, block);
+  page->used++;
+  if (zero) {
+    if (page->free_is_zero) block->next = NULL;
+    else mia_memzero(block, page->block_size);
+  }
+  return block;
+}
+
+static inline void *mia_theap_malloc(mia_theap_t *theap, size_t size, bool zero) {
+  if (mia_likely(size <= MIA_DIRECT_SIZE_MAX)) return mia_theap_malloc_small(theap, size, zero);
+  return mia_malloc_generic(theap, size, zero);
+}
+
+static inline void *mia_malloc_inline(size_t size) {
+  return mia_theap_malloc(mia_theap_get(), size, false);
+}
+
+static inline void *mia_calloc_inline(size_t count, size_t size) {
+  size_t total;
+  if (mia_unlikely(__builtin_mul_overflow(count, size, &total))) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return mia_theap_malloc(mia_theap_get(), total, true);
+}
+
+/* One page-map lookup and one compare: a block freed by the thread that
+ * owns its page, in a page with no special flags, goes onto local_free. */
+static inline void mia_free_inline(void *p) {
+  mia_page_t *page = mia_page_of(p);
+  if (mia_unlikely(page == NULL)) {
+    if (p != NULL) mia_free_invalid(p);
+    return;
+  }
+  if (mia_likely(page->free_key == mia_prim_thread_id())) {
+    mia_block_t *block = (mia_block_t *)p;
+    mia_block_set_next(page, block, page->local_free);
+    page->local_free = block;
+    if (mia_unlikely(--page->used == 0)) mia_page_retire(page);
+    return;
+  }
+  mia_free_generic(page, p);
+}
+
+#endif

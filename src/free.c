@@ -1,0 +1,61 @@
+/* free.c -- everything a free can run into beyond the fast path in
+ * fastpath.h: remote frees, flagged pages (full, aligned, sampled), huge
+ * spans and pointers we do not own. */
+#include "internal.h"
+#include "fastpath.h"
+
+mia_export void mi_free(void *p) { mia_free_inline(p); }
+
+/* A pointer the page map does not know: from another allocator (a program
+ * that links its own while mialloc is preloaded), from the stack, or a
+ * stale pointer into memory we gave back.  Writing to it could corrupt
+ * someone else's memory, so it is reported and otherwise ignored. */
+void mia_free_invalid(void *p) {
+  __atomic_fetch_add(&mia_stats_global.foreign_frees, 1, __ATOMIC_RELAXED);
+  mia_warning("free: ignoring pointer %p that was not allocated by mialloc "
+              "(another allocator's memory, a stack address, or memory already returned)\n", p);
+}
+
+static void mia_page_unfull(mia_page_t *page) {
+  mia_theap_t *theap = atomic_load_explicit(&page->theap, memory_order_relaxed);
+  /* the full page got a block back: it can serve its bin again */
+  mia_theap_collect_page_from_full(theap, page);
+}
+
+void mia_free_generic(mia_page_t *page, void *p) {
+  if (page->is_huge) {
+    mia_huge_page_free(page);
+    return;
+  }
+  mia_block_t *block = (mia_block_t *)p;
+  if (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED))
+    block = (mia_block_t *)mia_page_block_start(page, p);
+  uintptr_t owner = page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
+  if (owner != 0 && owner == mia_prim_thread_id()) {
+    mia_block_set_next(page, block, page->local_free);
+    page->local_free = block;
+    page->used--;
+    if (page->flags & MIA_PAGE_IN_FULL) mia_page_unfull(page);
+    if (page->used == 0) mia_page_retire(page);
+    return;
+  }
+  mia_free_remote(page, block);
+}
+
+mia_export void mi_free_size(void *p, size_t size) {
+  (void)size;
+  mi_free(p);
+}
+
+mia_export void mi_free_aligned(void *p, size_t alignment) {
+  (void)alignment;
+  mi_free(p);
+}
+
+mia_export void mi_free_size_aligned(void *p, size_t size, size_t alignment) {
+  (void)size;
+  (void)alignment;
+  mi_free(p);
+}
+
+mia_export void mi_cfree(void *p) { mi_free(p); }

@@ -1,0 +1,218 @@
+/* init.c -- process and thread life cycle.
+ *
+ * Process start-up runs at the first allocation or from the library
+ * constructor, whichever is first; it takes no lock another path holds and
+ * calls nothing that allocates, so it is safe inside a dlsym/open interposer
+ * that runs before main.  Threads are set up lazily by their first slow-path
+ * allocation and torn down by a pthread key destructor, which abandons
+ * their segments for other threads to reclaim.
+ */
+#include "internal.h"
+#include "tls.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+/* Static so every lookup works before initialisation: the empty theap's
+ * direct table points at the empty page, whose free list is empty, so the
+ * first allocation of any thread falls into the slow path. */
+mia_page_t mia_page_empty;
+mia_theap_t mia_theap_empty = {.pages_direct = {[0 ... MIA_DIRECT_WSIZE_MAX] = &mia_page_empty}};
+mia_subproc_t mia_subproc_main;
+uintptr_t mia_process_secret;
+_Atomic(int) mia_process_state;
+static uint64_t mia_process_start_ms;
+static uintptr_t mia_init_thread;
+
+#if defined(MIALLOC_TLS_THREAD_LOCAL)
+__thread mia_theap_t *mia_theap_default __attribute__((tls_model("initial-exec"))) = &mia_theap_empty;
+#endif
+
+/* Every model uses this key for its destructor; pthread-keys also for lookup.
+ * It starts invalid: see tls.h. */
+pthread_key_t mia_theap_key = (pthread_key_t)-1;
+
+/* ---- per-thread data: tld and its default theap, from a metadata pool ---- */
+
+typedef struct mia_thread_data_s {
+  mia_tld_t tld;
+  mia_theap_t theap;
+} mia_thread_data_t;
+
+static int mia_td_lock;
+static mia_tld_t *mia_td_free;
+static uint8_t *mia_td_chunk;
+static size_t mia_td_chunk_left;
+
+static mia_thread_data_t *mia_thread_data_alloc(void) {
+  mia_lock(&mia_td_lock);
+  mia_thread_data_t *td = NULL;
+  if (mia_td_free != NULL) {
+    td = (mia_thread_data_t *)mia_td_free;
+    mia_td_free = mia_td_free->next_free;
+  } else {
+    if (mia_td_chunk_left < sizeof(mia_thread_data_t)) {
+      size_t chunk = 64 * sizeof(mia_thread_data_t);
+      mia_td_chunk = mia_prim_reserve(chunk, 0, false);
+      mia_td_chunk_left = mia_td_chunk == NULL ? 0 : chunk;
+    }
+    if (mia_td_chunk_left >= sizeof(mia_thread_data_t)) {
+      td = (mia_thread_data_t *)mia_td_chunk;
+      mia_td_chunk += sizeof(mia_thread_data_t);
+      mia_td_chunk_left -= sizeof(mia_thread_data_t);
+    }
+  }
+  mia_unlock(&mia_td_lock);
+  return td;
+}
+
+/* Thread data is never unmapped: a remote free may still read the theap
+ * pointer of a page whose owner just exited (see page.c). */
+static void mia_thread_data_free(mia_thread_data_t *td) {
+  mia_lock(&mia_td_lock);
+  td->tld.next_free = mia_td_free;
+  mia_td_free = &td->tld;
+  mia_unlock(&mia_td_lock);
+}
+
+static void mia_thread_done_cb(void *value);
+
+/* ---- process ---- */
+
+static void mia_fork_prepare(void) {
+  mia_lock(&mia_td_lock);
+  mia_lock(&mia_subproc_main.lock);
+}
+
+static void mia_fork_parent(void) {
+  mia_unlock(&mia_subproc_main.lock);
+  mia_unlock(&mia_td_lock);
+}
+
+static void mia_fork_child(void) {
+  mia_subproc_main.lock = 0;
+  mia_td_lock = 0;
+}
+
+void mia_process_init(void) {
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&mia_process_state, &expected, 1)) {
+    /* another thread is initialising: wait for it.  The initialising thread
+     * itself can only re-enter from pthread_atfork, after state 2. */
+    if (mia_init_thread != mia_prim_thread_id())
+      while (atomic_load(&mia_process_state) == 1) mia_prim_yield();
+    return;
+  }
+  mia_init_thread = mia_prim_thread_id();
+  mia_process_start_ms = mia_prim_clock_ms();
+  mia_prim_random_buf(&mia_process_secret, sizeof mia_process_secret);
+  mia_process_secret |= 1;
+  mia_bins_init();
+  mia_options_init();
+  pthread_key_create(&mia_theap_key, mia_thread_done_cb);
+  mia_cpu_detect();
+  atomic_store(&mia_process_state, 2);
+  mia_verbose("process init: version %d, tls model %s, page size %zu, numa nodes %zu, "
+              "transparent huge pages %s\n", mi_version(), MIALLOC_TLS_MODEL_NAME,
+              mia_prim_page_size(), mia_prim_numa_node_count(),
+              mia_prim_thp_available() ? "available" : "not available");
+  long huge = mia_option_get_fast(mi_option_reserve_huge_os_pages);
+  if (huge > 0) mia_verbose("reserve_huge_os_pages=%ld requested; huge OS pages are used through arenas\n", huge);
+  size_t reserve = mi_option_get_size(mi_option_reserve_os_memory);
+  if (reserve > 0 && !mia_arena_reserve(&mia_subproc_main, reserve))
+    mia_warning("could not reserve %zu MiB of OS memory at start\n", reserve >> 20);
+  /* last: pthread_atfork allocates, which now works */
+  pthread_atfork(mia_fork_prepare, mia_fork_parent, mia_fork_child);
+}
+
+/* ---- threads ---- */
+
+mia_theap_t *mia_thread_init_slow(void) {
+  if (atomic_load(&mia_process_state) != 2) mia_process_init();
+  mia_theap_t *current = mia_theap_get();
+  if (current != &mia_theap_empty) return current;
+  mia_thread_data_t *td = mia_thread_data_alloc();
+  if (td == NULL) return NULL;
+  memset(&td->tld, 0, sizeof td->tld);
+  td->tld.subproc = &mia_subproc_main;
+  td->tld.theap_default = &td->theap;
+  mia_theap_init(&td->theap, &td->tld);
+  mia_theap_set(&td->theap);
+  /* after the theap is live: for a key past the first block glibc's
+   * pthread_setspecific allocates, and that must find a working theap */
+  if (mia_theap_key != (pthread_key_t)-1) pthread_setspecific(mia_theap_key, &td->theap);
+  mia_stat_add(&mia_stats_global.threads, 1);
+  return &td->theap;
+}
+
+static void mia_thread_done_theap(mia_theap_t *theap) {
+  if (theap == NULL || theap == &mia_theap_empty) return;
+  mia_tld_t *tld = theap->tld;
+  if (tld->is_done) return;
+  tld->is_done = true;
+  mia_theap_set(&mia_theap_empty);
+  mia_theap_abandon(theap);
+  mia_stats_merge_from(&theap->stats);
+  mia_stat_add(&mia_stats_global.threads, -1);
+  mia_thread_data_free((mia_thread_data_t *)tld);
+}
+
+static void mia_thread_done_cb(void *value) { mia_thread_done_theap((mia_theap_t *)value); }
+
+mia_export void mi_thread_init(void) {
+  if (mia_theap_get() == &mia_theap_empty) mia_thread_init_slow();
+}
+
+mia_export void mi_thread_done(void) {
+  mia_theap_t *theap = mia_theap_get();
+  if (theap == &mia_theap_empty) return;
+  if (mia_theap_key != (pthread_key_t)-1) pthread_setspecific(mia_theap_key, NULL);
+  mia_thread_done_theap(theap);
+}
+
+mia_export void mi_process_init(void) { mi_thread_init(); }
+
+mia_export void mi_process_done(void) {
+  static _Atomic(int) done;
+  if (atomic_exchange(&done, 1)) return;
+  if (mia_option_get_fast(mi_option_show_stats)) mia_stats_print_at_exit();
+}
+
+/* Run early so allocations from other constructors find us ready, and late
+ * at exit; nothing is torn down at exit, so destructors that free after
+ * this (or after our library is "finalised") keep working. */
+__attribute__((constructor(101))) static void mia_constructor(void) {
+  mi_thread_init();
+  mia_verbose("active (%s)\n", mi_is_redirected() ? "malloc is redirected to mialloc"
+                                                   : "mi_ API only; malloc is not redirected");
+}
+
+__attribute__((destructor(101))) static void mia_destructor(void) { mi_process_done(); }
+
+mia_export void mi_collect(bool force) {
+  mia_theap_t *theap = mia_theap_get();
+  if (theap == &mia_theap_empty) return;
+  mia_theap_collect(theap, force);
+  if (force) {
+    /* abandoned segments may hold nothing but freed blocks by now */
+    mia_segment_t *seg;
+    while (mia_subproc_main.abandoned != NULL && mia_segment_reclaim_one(theap->tld, &seg)) {
+    }
+    mia_theap_collect(theap, true);
+  }
+  mia_arenas_purge(&mia_subproc_main, force);
+}
+
+mia_export int mi_version(void) { return MI_MALLOC_VERSION; }
+
+mia_export bool mi_is_redirected(void) {
+  void *libc_malloc = dlsym(RTLD_DEFAULT, "malloc");
+  return libc_malloc == mia_override_malloc_address();
+}
+
+mia_export bool mi_is_in_heap_region(const void *p) { return mia_page_of(p) != NULL; }
+
+mia_export bool mi_check_owned(const void *p) { return mia_page_of(p) != NULL; }
+
+uint64_t mia_process_start(void) { return mia_process_start_ms; }

@@ -1,0 +1,169 @@
+/* internal.h -- declarations shared by the allocator's source files.
+ *
+ * Public names start with mi_; internal ones with mia_ and are hidden (the
+ * build uses -fvisibility=hidden and a version script).
+ */
+#ifndef MIALLOC_INTERNAL_H
+#define MIALLOC_INTERNAL_H
+
+#include "config.h"
+#include "types.h"
+#include "prim/prim.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define mia_likely(x)   __builtin_expect(!!(x), 1)
+#define mia_unlikely(x) __builtin_expect(!!(x), 0)
+#define mia_noinline    __attribute__((noinline))
+#define mia_cold        __attribute__((cold, noinline))
+#define mia_export      __attribute__((visibility("default")))
+
+/* ---- locks: a futex word, usable before init and taken around fork ---- */
+void mia_lock(int *lock);
+void mia_unlock(int *lock);
+
+/* ---- output and errors (output.c) ---- */
+void mia_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void mia_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void mia_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void mia_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void mia_output_to(mi_output_fun *out, void *arg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- options (options.c) ---- */
+void mia_options_init(void);
+long mia_option_get_fast(mi_option_t option);
+
+/* ---- cpu features (cpu.c) ---- */
+typedef struct mia_cpu_features_s {
+  bool detected, erms, fsrm, fsrs, popcnt;
+} mia_cpu_features_t;
+extern mia_cpu_features_t mia_cpu;
+void mia_cpu_detect(void);
+void mia_memcpy(void *dst, const void *src, size_t n);
+void mia_memzero(void *dst, size_t n);
+
+/* ---- process and thread state (init.c) ---- */
+extern mia_theap_t mia_theap_empty;
+extern mia_page_t mia_page_empty;
+extern mia_subproc_t mia_subproc_main;
+extern uintptr_t mia_process_secret;
+extern _Atomic(int) mia_process_state;   /* 0 none, 1 initialising, 2 ready */
+extern bool mia_redirected;
+void mia_process_init(void);
+mia_theap_t *mia_thread_init_slow(void);
+uint64_t mia_process_start(void);
+void *mia_override_malloc_address(void);
+
+/* ---- the page map (pagemap.c) ---- */
+#define MIA_MAP_TOP_SHIFT 36     /* one leaf per 64 GiB */
+#define MIA_MAP_TOP_COUNT ((size_t)1 << (47 - MIA_MAP_TOP_SHIFT))
+#define MIA_MAP_LEAF_COUNT ((size_t)1 << (MIA_MAP_TOP_SHIFT - MIA_SLICE_SHIFT))
+extern mia_page_t **mia_pagemap_top[MIA_MAP_TOP_COUNT];
+bool mia_pagemap_ensure(void *start, size_t size);
+void mia_pagemap_set(void *start, size_t slices, mia_page_t *page);
+
+/* Which page owns p; NULL for any address mialloc does not own, including
+ * NULL, non-canonical and kernel addresses.  Two dependent loads. */
+static inline mia_page_t *mia_page_of(const void *p) {
+  uintptr_t u = (uintptr_t)p;
+  if (mia_unlikely(u >> 47)) return NULL;
+  mia_page_t **leaf = mia_pagemap_top[u >> MIA_MAP_TOP_SHIFT];
+  return leaf[(u >> MIA_SLICE_SHIFT) & (MIA_MAP_LEAF_COUNT - 1)];
+}
+
+static inline mia_segment_t *mia_segment_of_page(const mia_page_t *page) {
+  return (mia_segment_t *)((uintptr_t)page & ~(MIA_SEGMENT_SIZE - 1));
+}
+
+/* ---- size classes (bins.c) ---- */
+extern size_t mia_bin_size[MIA_BIN_COUNT + 1];
+void mia_bins_init(void);
+
+static inline size_t mia_wsize(size_t size) { return (size + MIA_WORD_SIZE - 1) / MIA_WORD_SIZE; }
+
+/* Word-sized bins up to 64 bytes, then four per power of two: internal waste
+ * stays under 12.5% (25% only at the 64..80 step). */
+static inline uint8_t mia_bin_of(size_t size) {
+  size_t w = mia_wsize(size);
+  if (w <= 8) return (uint8_t)(w == 0 ? 1 : w);
+  w--;
+  unsigned b = 63u - (unsigned)__builtin_clzl(w);
+  return (uint8_t)(((b << 2) | ((w >> (b - 2)) & 3)) - 3);
+}
+
+/* ---- free-list links: encoded with per-page keys in secure mode ---- */
+static inline mia_block_t *mia_block_next(const mia_page_t *page, const mia_block_t *b) {
+#if MIALLOC_SECURE
+  uintptr_t x = (uintptr_t)b->next;
+  if (x == 0) return NULL;
+  x ^= page->keys[0];
+  x = (x >> 17) | (x << 47);
+  return (mia_block_t *)(x - page->keys[1]);
+#else
+  (void)page;
+  return b->next;
+#endif
+}
+
+static inline void mia_block_set_next(const mia_page_t *page, mia_block_t *b, mia_block_t *next) {
+#if MIALLOC_SECURE
+  uintptr_t x = next == NULL ? 0 : (uintptr_t)next + page->keys[1];
+  if (x != 0) { x = (x << 17) | (x >> 47); x ^= page->keys[0]; }
+  b->next = (mia_block_t *)x;
+#else
+  (void)page;
+  b->next = next;
+#endif
+}
+
+/* ---- pages (page.c) ---- */
+void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zero);
+void mia_page_collect(mia_page_t *page);
+bool mia_page_extend(mia_page_t *page);
+size_t mia_page_usable_of(const mia_page_t *page, const void *p);
+void *mia_page_block_start(const mia_page_t *page, const void *p);
+void mia_free_remote(mia_page_t *page, mia_block_t *block);
+static inline bool mia_page_all_free(const mia_page_t *page) { return page->used == 0; }
+
+/* ---- theaps (theap.c) ---- */
+void mia_theap_init(mia_theap_t *theap, mia_tld_t *tld);
+void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) mia_noinline;
+void mia_page_retire(mia_page_t *page) mia_noinline;
+void mia_theap_collect(mia_theap_t *theap, bool force);
+void mia_theap_abandon(mia_theap_t *theap);
+void mia_theap_queue_page(mia_theap_t *theap, mia_page_t *page);
+void mia_theap_process_remote(mia_theap_t *theap);
+void mia_theap_collect_page_from_full(mia_theap_t *theap, mia_page_t *page);
+
+/* ---- segments (segment.c) ---- */
+mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices);
+void mia_segment_page_free(mia_page_t *page);
+mia_page_t *mia_huge_page_alloc(mia_subproc_t *sp, size_t size, size_t alignment);
+void mia_huge_page_free(mia_page_t *page);
+void mia_segments_purge(mia_tld_t *tld, bool force);
+void mia_segments_abandon(mia_tld_t *tld);
+bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out);
+
+/* ---- arenas (arena.c) ---- */
+mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, size_t count, bool *is_zero);
+void mia_arena_free_segments(mia_segment_t *segment, size_t count);
+void mia_arenas_purge(mia_subproc_t *sp, bool force);
+size_t mia_arena_reserved_total(void);
+bool mia_arena_reserve(mia_subproc_t *sp, size_t bytes);
+
+/* ---- statistics (stats.c) ---- */
+extern mia_stats_t mia_stats_global;
+void mia_stat_add(mia_stat_count_t *c, int64_t amount);
+void mia_stats_merge_from(mia_stats_t *stats);
+void mia_stats_print_at_exit(void);
+
+/* ---- allocation helpers shared by the API files ---- */
+void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size_t offset, bool zero);
+void *mia_realloc_zero(void *p, size_t newsize, bool zero);
+void mia_free_generic(mia_page_t *page, void *p) mia_noinline;
+void mia_free_invalid(void *p) mia_cold;
+size_t mia_usable_size(const void *p);
+
+#endif

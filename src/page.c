@@ -1,0 +1,107 @@
+/* page.c -- blocks of one size in a page: the three free lists.
+ *
+ *   free         what malloc pops; only the owner touches it
+ *   local_free   what the owner frees; swapped into free when free runs dry,
+ *                so the fast paths of malloc and free never touch one list
+ *   thread_free  what other threads free: an atomic LIFO the owner takes in
+ *                one exchange
+ */
+#include "internal.h"
+
+/* Carve at most this much fresh memory at a time, so a new page does not
+ * touch (and make resident) all of its memory at once. */
+#define MIA_EXTEND_BYTES (16 * 1024)
+
+void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zero) {
+  page->block_size = block_size;
+  page->bin = bin;
+  page->reserved = (uint32_t)((page->slice_count * MIA_SLICE_SIZE) / block_size);
+  page->capacity = 0;
+  page->used = 0;
+  page->free = page->local_free = page->stash = NULL;
+  atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
+  page->flags = 0;
+  page->is_zero_init = is_zero;
+#if MIALLOC_SECURE
+  mia_prim_random_buf(page->keys, sizeof page->keys);
+  page->keys[0] |= 1;
+#endif
+}
+
+/* Thread the next run of never-used blocks into the (empty) free list. */
+bool mia_page_extend(mia_page_t *page) {
+  if (page->capacity >= page->reserved) return false;
+  size_t bsize = page->block_size;
+  size_t n = MIA_EXTEND_BYTES / bsize;
+  if (n == 0) n = 1;
+  if (n > page->reserved - page->capacity) n = page->reserved - page->capacity;
+  uint8_t *first = page->start + (size_t)page->capacity * bsize;
+  uint8_t *b = first;
+  for (size_t i = 0; i + 1 < n; i++, b += bsize)
+    mia_block_set_next(page, (mia_block_t *)b, (mia_block_t *)(b + bsize));
+  mia_block_set_next(page, (mia_block_t *)b, page->free);
+  page->free = (mia_block_t *)first;
+  page->free_is_zero = page->is_zero_init && page->local_free == NULL;
+  page->capacity += (uint32_t)n;
+  return true;
+}
+
+/* Take the blocks other threads freed, then refill free from local_free. */
+void mia_page_collect(mia_page_t *page) {
+  if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) != 0) {
+    mia_block_t *head = (mia_block_t *)atomic_exchange_explicit(&page->thread_free, 0,
+                                                                memory_order_acquire);
+    if (head != NULL) {
+      uint32_t n = 1;
+      mia_block_t *tail = head;
+      for (mia_block_t *next; (next = mia_block_next(page, tail)) != NULL; tail = next) n++;
+      mia_block_set_next(page, tail, page->local_free);
+      page->local_free = head;
+      page->used -= n;
+    }
+  }
+  if (page->free == NULL && page->local_free != NULL) {
+    page->free = page->local_free;
+    page->local_free = NULL;
+    page->free_is_zero = false;
+  }
+}
+
+/* The start of the block that contains p (p may point inside it after an
+ * aligned allocation). */
+void *mia_page_block_start(const mia_page_t *page, const void *p) {
+  size_t diff = (size_t)((const uint8_t *)p - page->start);
+  if (page->is_huge) return page->start;
+  return page->start + (diff / page->block_size) * page->block_size;
+}
+
+size_t mia_page_usable_of(const mia_page_t *page, const void *p) {
+  const uint8_t *block = mia_page_block_start(page, p);
+  return page->block_size - (size_t)((const uint8_t *)p - block);
+}
+
+/* A free from a thread that does not own the page.  If the owner parked the
+ * page in its full list it will not look at it again by itself, so the first
+ * remote free after that puts the page on the owner's remote list. */
+void mia_free_remote(mia_page_t *page, mia_block_t *block) {
+  uintptr_t head = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
+  do {
+    mia_block_set_next(page, block, (mia_block_t *)head);
+  } while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &head, (uintptr_t)block,
+                                                  memory_order_seq_cst, memory_order_relaxed));
+  /* seq_cst pairs with the owner's flag store and re-check in theap.c: either
+   * it sees our block, or we see its IN_FULL flag */
+  if ((__atomic_load_n(&page->flags, __ATOMIC_SEQ_CST) & MIA_PAGE_IN_FULL) == 0) return;
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&page->remote_queued, &expected, 1)) return;
+  mia_theap_t *theap = atomic_load_explicit(&page->theap, memory_order_acquire);
+  if (theap == NULL) {
+    atomic_store(&page->remote_queued, 0);
+    return;
+  }
+  mia_page_t *top = atomic_load_explicit(&theap->remote_pages, memory_order_relaxed);
+  do {
+    page->remote_next = top;
+  } while (!atomic_compare_exchange_weak_explicit(&theap->remote_pages, &top, page,
+                                                  memory_order_release, memory_order_relaxed));
+}

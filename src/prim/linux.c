@@ -1,0 +1,248 @@
+/* linux.c -- the OS primitive layer for Linux.
+ *
+ * File and environment access uses raw system calls rather than libc's open()
+ * and getenv(): interposers such as fakechroot wrap open() and may call malloc
+ * from inside it, which would re-enter us during initialisation.
+ */
+#include "config.h"
+#include "prim/prim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#ifndef MADV_FREE
+#define MADV_FREE 8
+#endif
+#ifndef MAP_NORESERVE
+#define MAP_NORESERVE 0
+#endif
+
+size_t mia_prim_page_size(void) {
+  static size_t cached;
+  if (cached == 0) {
+    long sz = sysconf(_SC_PAGESIZE);
+    cached = sz > 0 ? (size_t)sz : 4096;
+  }
+  return cached;
+}
+
+/* Over-reserve by the alignment and trim both ends: the kernel has no aligned
+ * mmap, and this wastes no memory, only a moment of address space. */
+void *mia_prim_reserve(size_t size, size_t alignment, bool allow_thp) {
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  if (alignment <= mia_prim_page_size()) {
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, flags, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+  }
+  size_t total = size + alignment;
+  if (total < size) return NULL;
+  uint8_t *raw = mmap(NULL, total, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (raw == MAP_FAILED) return NULL;
+  uintptr_t start = ((uintptr_t)raw + alignment - 1) & ~(uintptr_t)(alignment - 1);
+  size_t head = start - (uintptr_t)raw;
+  size_t tail = total - head - size;
+  if (head) munmap(raw, head);
+  if (tail) munmap((uint8_t *)start + size, tail);
+#ifdef MADV_HUGEPAGE
+  if (allow_thp) madvise((void *)start, size, MADV_HUGEPAGE);
+#else
+  (void)allow_thp;
+#endif
+  return (void *)start;
+}
+
+void mia_prim_release(void *p, size_t size) {
+  if (p != NULL && size > 0) munmap(p, size);
+}
+
+/* MADV_DONTNEED lowers RSS at once, as users and monitors see it; MADV_FREE
+ * is cheaper but the pages stay counted until the kernel needs them. */
+bool mia_prim_purge(void *p, size_t size, bool lazy) {
+  if (lazy && madvise(p, size, MADV_FREE) == 0) return true;
+  return madvise(p, size, MADV_DONTNEED) == 0;
+}
+
+bool mia_prim_protect(void *p, size_t size, mia_prot_t prot) {
+  int flags = prot == MIA_PROT_NONE ? PROT_NONE
+            : prot == MIA_PROT_READ ? PROT_READ : (PROT_READ | PROT_WRITE);
+  return mprotect(p, size, flags) == 0;
+}
+
+void *mia_prim_reserve_huge_pages(size_t size) {
+#ifdef MAP_HUGETLB
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+#else
+  (void)size;
+  return NULL;
+#endif
+}
+
+static long raw_open(const char *path) {
+  return syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+}
+
+bool mia_prim_read_file(const char *path, char *buf, size_t bufsize) {
+  if (bufsize == 0) return false;
+  long fd = raw_open(path);
+  if (fd < 0) return false;
+  size_t len = 0;
+  while (len + 1 < bufsize) {
+    long n = syscall(SYS_read, (int)fd, buf + len, bufsize - 1 - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    len += (size_t)n;
+  }
+  buf[len] = 0;
+  syscall(SYS_close, (int)fd);
+  return len > 0;
+}
+
+bool mia_prim_thp_available(void) {
+  char buf[128];
+  if (!mia_prim_read_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf))
+    return false;
+  return strstr(buf, "[never]") == NULL;
+}
+
+/* /sys/devices/system/node/online holds a list such as "0" or "0-3,5". */
+size_t mia_prim_numa_node_count(void) {
+  char buf[256];
+  if (!mia_prim_read_file("/sys/devices/system/node/online", buf, sizeof buf)) return 1;
+  size_t count = 0;
+  const char *s = buf;
+  while (*s >= '0' && *s <= '9') {
+    long lo = 0, hi;
+    while (*s >= '0' && *s <= '9') lo = lo * 10 + (*s++ - '0');
+    hi = lo;
+    if (*s == '-') {
+      s++;
+      hi = 0;
+      while (*s >= '0' && *s <= '9') hi = hi * 10 + (*s++ - '0');
+    }
+    if (hi >= lo) count += (size_t)(hi - lo + 1);
+    if (*s == ',') s++;
+  }
+  return count ? count : 1;
+}
+
+long mia_prim_gettid(void) { return syscall(SYS_gettid); }
+
+uint64_t mia_prim_clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t mia_prim_clock_ms(void) { return mia_prim_clock_ns() / 1000000u; }
+
+void mia_prim_futex_wait(int *addr, int expected) {
+  syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+void mia_prim_futex_wake(int *addr, int count) {
+  syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+}
+
+void mia_prim_yield(void) { sched_yield(); }
+
+/* AT_SECURE is set by the kernel for setuid/setgid and capability-raising
+ * execs; comparing ids also covers a process that changed them itself. */
+bool mia_prim_is_privileged(void) {
+#ifdef HAVE_GETAUXVAL
+  if (getauxval(AT_SECURE) != 0) return true;
+#endif
+  return getuid() != geteuid() || getgid() != getegid();
+}
+
+static bool name_matches(const char *entry, const char *name, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    char a = entry[i], b = name[i];
+    if (a >= 'a' && a <= 'z') a = (char)(a - 'a' + 'A');
+    if (b >= 'a' && b <= 'z') b = (char)(b - 'a' + 'A');
+    if (a != b || a == 0) return false;
+  }
+  return entry[len] == '=';
+}
+
+/* Environment names match case-insensitively; the privileged check is the
+ * caller's (options.c) so this stays a plain lookup. */
+bool mia_prim_getenv(const char *name, char *buf, size_t bufsize) {
+  if (environ == NULL || bufsize == 0) return false;
+  size_t len = strlen(name);
+  for (char **e = environ; *e != NULL; e++) {
+    if (name_matches(*e, name, len)) {
+      const char *v = *e + len + 1;
+      size_t n = strlen(v);
+      if (n >= bufsize) n = bufsize - 1;
+      memcpy(buf, v, n);
+      buf[n] = 0;
+      return true;
+    }
+  }
+  return false;
+}
+
+void mia_prim_write_stderr(const char *msg, size_t len) {
+  while (len > 0) {
+    long n = syscall(SYS_write, 2, msg, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    msg += n;
+    len -= (size_t)n;
+  }
+}
+
+bool mia_prim_random_buf(void *buf, size_t len) {
+  uint8_t *p = buf;
+  while (len > 0) {
+    long n = syscall(SYS_getrandom, p, len, 0x1 /* GRND_NONBLOCK */);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    len -= (size_t)n;
+  }
+  return true;
+}
+
+void mia_prim_process_times(uint64_t *user_ms, uint64_t *sys_ms, uint64_t *peak_rss,
+                            uint64_t *page_faults) {
+  struct rusage ru;
+  memset(&ru, 0, sizeof ru);
+  getrusage(RUSAGE_SELF, &ru);
+  *user_ms = (uint64_t)ru.ru_utime.tv_sec * 1000 + (uint64_t)ru.ru_utime.tv_usec / 1000;
+  *sys_ms = (uint64_t)ru.ru_stime.tv_sec * 1000 + (uint64_t)ru.ru_stime.tv_usec / 1000;
+  *peak_rss = (uint64_t)ru.ru_maxrss * 1024;
+  *page_faults = (uint64_t)ru.ru_majflt + (uint64_t)ru.ru_minflt;
+}
+
+/* Second field of /proc/self/statm is the resident set in pages. */
+size_t mia_prim_current_rss(void) {
+  char buf[128];
+  if (!mia_prim_read_file("/proc/self/statm", buf, sizeof buf)) return 0;
+  const char *s = buf;
+  while (*s && *s != ' ') s++;
+  size_t pages = 0;
+  while (*s == ' ') s++;
+  while (*s >= '0' && *s <= '9') pages = pages * 10 + (size_t)(*s++ - '0');
+  return pages * mia_prim_page_size();
+}
+
+void mia_prim_abort(void) {
+  signal(SIGABRT, SIG_DFL);
+  raise(SIGABRT);
+  _exit(134);
+}

@@ -1,0 +1,64 @@
+/* prim.h -- the OS primitive layer.
+ *
+ * Every system call the allocator makes goes through this interface, so the
+ * rest of the code never includes an OS header and the port to another OS is
+ * one file.  Nothing here may call malloc: these functions run inside malloc.
+ */
+#ifndef MIALLOC_PRIM_H
+#define MIALLOC_PRIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Memory. Reserved memory is readable and writable but takes no RAM (and no
+ * commit charge) until touched; purged memory reads as zero afterwards. */
+void  *mia_prim_reserve(size_t size, size_t alignment, bool allow_thp);
+void   mia_prim_release(void *p, size_t size);
+bool   mia_prim_purge(void *p, size_t size, bool lazy);
+typedef enum { MIA_PROT_NONE, MIA_PROT_READ, MIA_PROT_RW } mia_prot_t;
+bool   mia_prim_protect(void *p, size_t size, mia_prot_t prot);
+void  *mia_prim_reserve_huge_pages(size_t size);
+size_t mia_prim_page_size(void);
+bool   mia_prim_thp_available(void);
+size_t mia_prim_numa_node_count(void);
+
+/* Threads and time. */
+long     mia_prim_gettid(void);
+uint64_t mia_prim_clock_ms(void);       /* monotonic milliseconds */
+uint64_t mia_prim_clock_ns(void);
+void     mia_prim_futex_wait(int *addr, int expected);
+void     mia_prim_futex_wake(int *addr, int count);
+void     mia_prim_yield(void);
+
+/* Process. */
+bool   mia_prim_is_privileged(void);    /* setuid/setgid/AT_SECURE */
+bool   mia_prim_getenv(const char *name, char *buf, size_t bufsize);
+void   mia_prim_write_stderr(const char *msg, size_t len);
+bool   mia_prim_random_buf(void *buf, size_t len);
+bool   mia_prim_read_file(const char *path, char *buf, size_t bufsize);  /* raw syscalls */
+void   mia_prim_process_times(uint64_t *user_ms, uint64_t *sys_ms, uint64_t *peak_rss,
+                              uint64_t *page_faults);
+size_t mia_prim_current_rss(void);
+void   mia_prim_abort(void) __attribute__((noreturn));
+
+/* The thread pointer is unique per live thread and costs one instruction: it
+ * serves as the thread id that pages record as their owner. */
+static inline uintptr_t mia_prim_thread_id(void) {
+#if defined(MIALLOC_HAVE_THREAD_POINTER)
+  return (uintptr_t)__builtin_thread_pointer();
+#elif defined(__x86_64__)
+  uintptr_t tp;
+  __asm__("mov %%fs:0, %0" : "=r"(tp));
+  return tp;
+#elif defined(__aarch64__)
+  uintptr_t tp;
+  __asm__ volatile("mrs %0, tpidr_el0" : "=r"(tp));
+  return tp;
+#else
+  static __thread char mia_tid_anchor;
+  return (uintptr_t)&mia_tid_anchor;
+#endif
+}
+
+#endif

@@ -1,0 +1,295 @@
+/* segment.c -- a thread's 4 MiB segments, the pages cut from them, huge
+ * spans, and abandonment when a thread exits.
+ *
+ * A segment belongs to one thread (its tld), so cutting pages out of it and
+ * giving them back needs no lock: the used/dirty masks are plain words.
+ * Other threads only ever touch a page's atomic thread_free list.
+ */
+#include "internal.h"
+
+#define MIA_ALL_SLICES (~(uint64_t)0)
+
+static uint64_t slice_bits(size_t idx, size_t count) {
+  return (count >= 64 ? MIA_ALL_SLICES : (((uint64_t)1 << count) - 1)) << idx;
+}
+
+/* Index of the lowest run of count clear bits in mask, or 0 (slice 0 is the
+ * metadata and always set, so 0 can never be a valid answer). */
+static size_t find_free_slices(uint64_t used, size_t count) {
+  uint64_t run = ~used;
+  for (size_t i = 1; i < count && run != 0; i++) run &= ~used >> i;
+  return run == 0 ? 0 : (size_t)__builtin_ctzll(run);
+}
+
+static void list_remove(mia_segment_t **head, mia_segment_t *s) {
+  if (s->prev) s->prev->next = s->next;
+  else *head = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = NULL;
+}
+
+static void list_push(mia_segment_t **head, mia_segment_t *s) {
+  s->prev = NULL;
+  s->next = *head;
+  if (*head) (*head)->prev = s;
+  *head = s;
+}
+
+static void mia_segment_header_init(mia_segment_t *seg, mia_subproc_t *sp, size_t size, bool is_zero) {
+  if (!is_zero) memset(seg, 0, sizeof *seg);
+  seg->cookie = (uintptr_t)seg ^ mia_process_secret;
+  seg->subproc = sp;
+  seg->size = size;
+  seg->used_mask = 1;
+  seg->dirty_mask = is_zero ? 1 : MIA_ALL_SLICES;
+}
+
+/* A segment with room for count slices: an abandoned one if another thread
+ * left one behind (reusing its memory beats reserving more), else a fresh
+ * one from the arenas. */
+static mia_segment_t *mia_segment_new(mia_tld_t *tld, size_t count) {
+  long tries = mia_option_get_fast(mi_option_max_segment_reclaim);
+  mia_segment_t *seg;
+  for (long i = 0; i < tries && mia_segment_reclaim_one(tld, &seg); i++) {
+    if (seg != NULL && find_free_slices(seg->used_mask, count) != 0) return seg;
+  }
+  bool is_zero;
+  seg = mia_arena_alloc_segments(tld->subproc, 1, &is_zero);
+  if (seg == NULL) return NULL;
+  mia_segment_header_init(seg, tld->subproc, MIA_SEGMENT_SIZE, is_zero);
+  seg->tld = tld;
+  list_push(&tld->segments, seg);
+  tld->segment_count++;
+  mia_stat_add(&tld->theap_default->stats.segments, 1);
+  return seg;
+}
+
+static void mia_segment_release(mia_tld_t *tld, mia_segment_t *seg) {
+  list_remove(seg->in_full_list ? &tld->segments_full : &tld->segments, seg);
+  tld->segment_count--;
+  mia_stat_add(&tld->theap_default->stats.segments, -1);
+  mia_arena_free_segments(seg, 1);
+}
+
+mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices) {
+  mia_segment_t *seg;
+  size_t idx = 0;
+  for (seg = tld->segments; seg != NULL; seg = seg->next) {
+    idx = find_free_slices(seg->used_mask, slices);
+    if (idx != 0) break;
+  }
+  if (seg == NULL) {
+    seg = mia_segment_new(tld, slices);
+    if (seg == NULL) return NULL;
+    idx = find_free_slices(seg->used_mask, slices);
+  }
+  uint64_t bits = slice_bits(idx, slices);
+  seg->used_mask |= bits;
+  mia_page_t *page = &seg->pages[idx];
+  memset(page, 0, sizeof *page);
+  page->slice_count = (uint16_t)slices;
+  page->start = (uint8_t *)seg + idx * MIA_SLICE_SIZE;
+  page->is_zero_init = (seg->dirty_mask & bits) == 0;
+  seg->dirty_mask |= bits;
+  if (seg->used_mask == MIA_ALL_SLICES) {
+    list_remove(&tld->segments, seg);
+    list_push(&tld->segments_full, seg);
+    seg->in_full_list = true;
+  }
+  mia_pagemap_set(page->start, slices, page);
+  return page;
+}
+
+static void mia_segment_schedule_purge(mia_tld_t *tld, mia_segment_t *seg, uint64_t now) {
+  long delay = mia_option_get_fast(mi_option_purge_delay);
+  if (delay < 0) return;
+  if (seg->purge_at == 0) seg->purge_at = now + (uint64_t)delay;
+  if (tld->next_purge_check == 0 || seg->purge_at < tld->next_purge_check)
+    tld->next_purge_check = seg->purge_at;
+}
+
+void mia_segment_page_free(mia_page_t *page) {
+  mia_segment_t *seg = mia_segment_of_page(page);
+  mia_tld_t *tld = seg->tld;
+  size_t idx = (size_t)(page - seg->pages);
+  uint64_t bits = slice_bits(idx, page->slice_count);
+  mia_pagemap_set(page->start, page->slice_count, NULL);
+  page->free_key = 0;
+  page->block_size = 0;
+  page->slice_count = 0;
+  atomic_store_explicit(&page->theap, NULL, memory_order_relaxed);
+  seg->used_mask &= ~bits;
+  if (seg->in_full_list) {
+    list_remove(&tld->segments_full, seg);
+    list_push(&tld->segments, seg);
+    seg->in_full_list = false;
+  }
+  if (seg->used_mask == 1) {
+    mia_segment_release(tld, seg);
+    return;
+  }
+  uint64_t now = mia_prim_clock_ms();
+  mia_segment_schedule_purge(tld, seg, now);
+  if (now >= tld->next_purge_check) mia_segments_purge(tld, false);
+}
+
+static void mia_segment_purge(mia_segment_t *seg, bool lazy) {
+  uint64_t dirty_free = seg->dirty_mask & ~seg->used_mask;
+  while (dirty_free != 0) {
+    size_t start = (size_t)__builtin_ctzll(dirty_free);
+    size_t end = start;
+    while (end < 64 && ((dirty_free >> end) & 1)) end++;
+    mia_prim_purge((uint8_t *)seg + start * MIA_SLICE_SIZE, (end - start) * MIA_SLICE_SIZE, lazy);
+    __atomic_fetch_add(&mia_stats_global.purges, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&mia_stats_global.purged_bytes, (int64_t)((end - start) * MIA_SLICE_SIZE),
+                       __ATOMIC_RELAXED);
+    dirty_free &= ~slice_bits(start, end - start);
+  }
+  seg->dirty_mask &= seg->used_mask;
+  seg->purge_at = 0;
+}
+
+/* Purge the free slices of this thread's segments whose delay has passed. */
+void mia_segments_purge(mia_tld_t *tld, bool force) {
+  uint64_t now = mia_prim_clock_ms();
+  bool lazy = mia_option_get_fast(mi_option_purge_decommits) == 0;
+  uint64_t next = 0;
+  for (mia_segment_t *seg = tld->segments; seg != NULL; seg = seg->next) {
+    if (seg->purge_at == 0) continue;
+    if (force || now >= seg->purge_at) mia_segment_purge(seg, lazy);
+    else if (next == 0 || seg->purge_at < next) next = seg->purge_at;
+  }
+  tld->next_purge_check = next;
+  mia_arenas_purge(tld->subproc, force);
+}
+
+/* ---- huge spans: whole segments, one block, freed by any thread ---- */
+
+mia_page_t *mia_huge_page_alloc(mia_subproc_t *sp, size_t size, size_t alignment) {
+  size_t extra = alignment > MIA_SLICE_SIZE ? alignment : 0;
+  size_t need = MIA_SLICE_SIZE + size + extra;
+  if (need < size) return NULL;
+  size_t count = (need + MIA_SEGMENT_SIZE - 1) / MIA_SEGMENT_SIZE;
+  bool is_zero;
+  mia_segment_t *seg = mia_arena_alloc_segments(sp, count, &is_zero);
+  if (seg == NULL) return NULL;
+  mia_segment_header_init(seg, sp, count * MIA_SEGMENT_SIZE, is_zero);
+  seg->is_huge = true;
+  seg->used_mask = MIA_ALL_SLICES;
+  mia_page_t *page = &seg->pages[1];
+  page->slice_count = (uint16_t)(count * MIA_SEGMENT_SLICES - 1 > UINT16_MAX ? UINT16_MAX
+                                                                                : count * MIA_SEGMENT_SLICES - 1);
+  page->start = (uint8_t *)seg + MIA_SLICE_SIZE;
+  page->block_size = seg->size - MIA_SLICE_SIZE;
+  page->reserved = page->capacity = page->used = 1;
+  page->bin = MIA_BIN_HUGE;
+  page->is_huge = true;
+  page->is_zero_init = is_zero;
+  page->free_key = MIA_PAGE_IN_FULL;   /* never a thread id: frees take the generic path */
+  mia_pagemap_set(page->start, count * MIA_SEGMENT_SLICES - 1, page);
+  __atomic_fetch_add(&mia_stats_global.huge_count, 1, __ATOMIC_RELAXED);
+  mia_stat_add(&mia_stats_global.huge, (int64_t)seg->size);
+  return page;
+}
+
+void mia_huge_page_free(mia_page_t *page) {
+  mia_segment_t *seg = mia_segment_of_page(page);
+  size_t count = seg->size / MIA_SEGMENT_SIZE;
+  mia_pagemap_set(page->start, count * MIA_SEGMENT_SLICES - 1, NULL);
+  mia_stat_add(&mia_stats_global.huge, -(int64_t)seg->size);
+  page->free_key = 0;
+  page->block_size = 0;
+  mia_arena_free_segments(seg, count);
+}
+
+/* ---- abandonment and reclaim ---- */
+
+static mia_page_t *mia_segment_next_page(mia_segment_t *seg, size_t *idx) {
+  while (*idx < MIA_SEGMENT_SLICES) {
+    mia_page_t *page = &seg->pages[*idx];
+    if (((seg->used_mask >> *idx) & 1) && page->slice_count > 0) {
+      *idx += page->slice_count;
+      return page;
+    }
+    (*idx)++;
+  }
+  return NULL;
+}
+
+/* The exiting thread's theap has already given back its empty pages; what
+ * is left holds live blocks.  Unowned pages (free_key 0) send every free to
+ * the atomic thread_free list until another thread reclaims the segment. */
+void mia_segments_abandon(mia_tld_t *tld) {
+  mia_segments_purge(tld, true);
+  mia_segment_t *lists[2] = {tld->segments, tld->segments_full};
+  tld->segments = tld->segments_full = NULL;
+  mia_subproc_t *sp = tld->subproc;
+  for (int l = 0; l < 2; l++) {
+    mia_segment_t *seg = lists[l];
+    while (seg != NULL) {
+      mia_segment_t *next = seg->next;
+      size_t idx = 1;
+      mia_page_t *page;
+      while ((page = mia_segment_next_page(seg, &idx)) != NULL) {
+        __atomic_store_n(&page->free_key, 0, __ATOMIC_RELEASE);
+        page->flags &= (uint8_t)~MIA_PAGE_IN_FULL;
+        page->next = page->prev = NULL;
+        atomic_store_explicit(&page->theap, NULL, memory_order_release);
+      }
+      seg->tld = NULL;
+      seg->in_full_list = false;
+      mia_lock(&sp->lock);
+      seg->prev = NULL;
+      seg->next = sp->abandoned;
+      sp->abandoned = seg;
+      sp->abandoned_count++;
+      mia_unlock(&sp->lock);
+      __atomic_fetch_add(&mia_stats_global.abandoned_segments, 1, __ATOMIC_RELAXED);
+      seg = next;
+    }
+  }
+  tld->segment_count = 0;
+}
+
+/* Adopt one abandoned segment: its pages become this thread's, the blocks
+ * other threads freed meanwhile are collected, and empty pages are freed.
+ * Returns false when there was none; *out is NULL when the adopted segment
+ * turned out to be empty and went back to its arena. */
+bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out) {
+  mia_subproc_t *sp = tld->subproc;
+  *out = NULL;
+  if (__atomic_load_n(&sp->abandoned, __ATOMIC_RELAXED) == NULL) return false;
+  mia_lock(&sp->lock);
+  mia_segment_t *seg = sp->abandoned;
+  if (seg != NULL) {
+    sp->abandoned = seg->next;
+    sp->abandoned_count--;
+  }
+  mia_unlock(&sp->lock);
+  if (seg == NULL) return false;
+  seg->tld = tld;
+  seg->next = seg->prev = NULL;
+  bool full = seg->used_mask == MIA_ALL_SLICES;
+  list_push(full ? &tld->segments_full : &tld->segments, seg);
+  seg->in_full_list = full;
+  tld->segment_count++;
+  mia_stat_add(&tld->theap_default->stats.segments, 1);
+  __atomic_fetch_add(&mia_stats_global.reclaimed_segments, 1, __ATOMIC_RELAXED);
+  mia_theap_t *theap = tld->theap_default;
+  size_t idx = 1;
+  mia_page_t *page;
+  while ((page = mia_segment_next_page(seg, &idx)) != NULL) {
+    atomic_store_explicit(&page->theap, theap, memory_order_release);
+    page->free_key = theap->tid | (page->flags & MIA_PAGE_FLAG_MASK);
+    mia_page_collect(page);
+    if (page->used > 0) {
+      mia_theap_queue_page(theap, page);
+      continue;
+    }
+    bool last = (seg->used_mask & ~slice_bits((size_t)(page - seg->pages), page->slice_count)) == 1;
+    mia_segment_page_free(page);
+    if (last) return true;   /* the segment went back to its arena */
+  }
+  *out = seg;
+  return true;
+}

@@ -1,0 +1,263 @@
+/* theap.c -- the thread-local part of a heap: one page queue per bin, the
+ * direct table for small sizes, the full list, and the allocation slow path.
+ */
+#include "internal.h"
+
+static size_t mia_page_slices_for(size_t bsize) {
+  if (bsize <= MIA_SMALL_MAX) return 1;
+  if (bsize <= MIA_MEDIUM_MAX) return MIA_MEDIUM_PAGE_SLICES;
+  /* large bins: the fewest blocks that fill whole slices exactly */
+  size_t n = 1;
+  while (n < 8 && (n * bsize) % MIA_SLICE_SIZE != 0) n++;
+  return (n * bsize + MIA_SLICE_SIZE - 1) / MIA_SLICE_SIZE;
+}
+
+void mia_theap_init(mia_theap_t *theap, mia_tld_t *tld) {
+  memset(theap, 0, sizeof *theap);
+  for (size_t w = 0; w <= MIA_DIRECT_WSIZE_MAX; w++) theap->pages_direct[w] = &mia_page_empty;
+  for (size_t b = 1; b <= MIA_BIN_COUNT; b++) theap->pages[b].block_size = mia_bin_size[b];
+  theap->tld = tld;
+  theap->tid = mia_prim_thread_id();
+}
+
+/* Keep the direct table's entries for this bin pointing at its first page. */
+static void mia_theap_update_direct(mia_theap_t *theap, uint8_t bin) {
+  size_t hi = mia_bin_size[bin] / MIA_WORD_SIZE;
+  if (hi > MIA_DIRECT_WSIZE_MAX) {
+    if (bin > 1 && mia_bin_size[bin - 1] >= MIA_DIRECT_SIZE_MAX) return;
+    hi = MIA_DIRECT_WSIZE_MAX;
+  }
+  size_t lo = bin == 1 ? 0 : mia_bin_size[bin - 1] / MIA_WORD_SIZE + 1;
+  mia_page_t *page = theap->pages[bin].first != NULL ? theap->pages[bin].first : &mia_page_empty;
+  for (size_t w = lo; w <= hi; w++) theap->pages_direct[w] = page;
+}
+
+static void queue_remove(mia_page_queue_t *pq, mia_page_t *page) {
+  if (page->prev) page->prev->next = page->next;
+  else pq->first = page->next;
+  if (page->next) page->next->prev = page->prev;
+  else pq->last = page->prev;
+  page->next = page->prev = NULL;
+}
+
+static void queue_push_front(mia_page_queue_t *pq, mia_page_t *page) {
+  page->prev = NULL;
+  page->next = pq->first;
+  if (pq->first) pq->first->prev = page;
+  else pq->last = page;
+  pq->first = page;
+}
+
+static void mia_page_set_flag(mia_page_t *page, uint8_t flag, bool on) {
+  uint8_t flags = on ? (uint8_t)(page->flags | flag) : (uint8_t)(page->flags & ~flag);
+  __atomic_store_n(&page->flags, flags, __ATOMIC_SEQ_CST);
+  page->free_key = (page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK) | flags;
+}
+
+/* Park a page without free blocks in the full list.  Re-check thread_free
+ * after raising the flag: a remote free that raced with us either sees the
+ * flag (and notifies us) or left its block where this check finds it. */
+static bool mia_page_to_full(mia_theap_t *theap, mia_page_t *page) {
+  mia_page_queue_t *pq = &theap->pages[page->bin];
+  queue_remove(pq, page);
+  mia_page_set_flag(page, MIA_PAGE_IN_FULL, true);
+  queue_push_front(&theap->full, page);
+  if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
+  if (atomic_load_explicit(&page->thread_free, memory_order_seq_cst) != 0) return false;
+  return true;
+}
+
+static void mia_page_from_full(mia_theap_t *theap, mia_page_t *page) {
+  queue_remove(&theap->full, page);
+  mia_page_set_flag(page, MIA_PAGE_IN_FULL, false);
+  queue_push_front(&theap->pages[page->bin], page);
+  if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
+}
+
+/* A local free hit a page in the full list: it has a free block again. */
+void mia_theap_collect_page_from_full(mia_theap_t *theap, mia_page_t *page) {
+  mia_page_collect(page);
+  mia_page_from_full(theap, page);
+}
+
+/* Put an adopted page (after reclaim) where it belongs. */
+void mia_theap_queue_page(mia_theap_t *theap, mia_page_t *page) {
+  page->next = page->prev = NULL;
+  mia_page_set_flag(page, MIA_PAGE_IN_FULL, false);
+  queue_push_front(&theap->pages[page->bin], page);
+  if (page->free == NULL && page->local_free == NULL && page->capacity >= page->reserved) {
+    if (!mia_page_to_full(theap, page)) {
+      mia_page_collect(page);
+      mia_page_from_full(theap, page);
+    }
+    return;
+  }
+  if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
+}
+
+/* Full pages that got remote frees: collect them and put them back in
+ * their bin's queue. */
+void mia_theap_process_remote(mia_theap_t *theap) {
+  mia_page_t *page = atomic_exchange_explicit(&theap->remote_pages, NULL, memory_order_acquire);
+  while (page != NULL) {
+    mia_page_t *next = page->remote_next;
+    atomic_store_explicit(&page->remote_queued, 0, memory_order_release);
+    if (atomic_load_explicit(&page->theap, memory_order_relaxed) == theap &&
+        (page->flags & MIA_PAGE_IN_FULL)) {
+      mia_page_collect(page);
+      if (page->free != NULL) mia_page_from_full(theap, page);
+    }
+    page = next;
+  }
+}
+
+/* A fresh page for this bin from the thread's segments. */
+static mia_page_t *mia_page_fresh(mia_theap_t *theap, uint8_t bin) {
+  size_t bsize = mia_bin_size[bin];
+  mia_page_t *page = mia_segment_page_alloc(theap->tld, mia_page_slices_for(bsize));
+  if (page == NULL) return NULL;
+  mia_page_init(page, bsize, bin, page->is_zero_init);
+  atomic_store_explicit(&page->theap, theap, memory_order_release);
+  page->free_key = theap->tid;
+  mia_page_extend(page);
+  queue_push_front(&theap->pages[bin], page);
+  if (bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, bin);
+  mia_stat_add(&theap->stats.pages, 1);
+  return page;
+}
+
+/* The first page of the bin with a free block, moving exhausted pages to
+ * the full list on the way; a fresh page when none has room. */
+static mia_page_t *mia_find_free_page(mia_theap_t *theap, uint8_t bin) {
+  mia_page_queue_t *pq = &theap->pages[bin];
+  mia_page_t *page = pq->first;
+  while (page != NULL) {
+    mia_page_t *next = page->next;
+    mia_page_collect(page);
+    if (page->free == NULL) mia_page_extend(page);
+    if (page->free != NULL) {
+      if (page != pq->first) {
+        queue_remove(pq, page);
+        queue_push_front(pq, page);
+        if (bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, bin);
+      }
+      return page;
+    }
+    if (!mia_page_to_full(theap, page)) {
+      mia_page_collect(page);
+      mia_page_from_full(theap, page);
+      return page;
+    }
+    page = next;
+  }
+  return mia_page_fresh(theap, bin);
+}
+
+static void *mia_malloc_huge(mia_theap_t *theap, size_t size, bool zero) {
+  mia_page_t *page = mia_huge_page_alloc(theap->tld->subproc, size, 0);
+  if (page == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (zero && !page->is_zero_init) mia_memzero(page->start, size);
+  return page->start;
+}
+
+void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) {
+  if (mia_unlikely(theap == &mia_theap_empty)) {
+    theap = mia_thread_init_slow();
+    if (theap == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  if (mia_unlikely(size > MIA_MAX_ALLOC_SIZE)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  theap->slow_calls++;
+  if (atomic_load_explicit(&theap->remote_pages, memory_order_relaxed) != NULL)
+    mia_theap_process_remote(theap);
+  if (size > MIA_LARGE_MAX) return mia_malloc_huge(theap, size, zero);
+
+  uint8_t bin = mia_bin_of(size);
+  mia_page_t *page = mia_find_free_page(theap, bin);
+  if (page == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  mia_block_t *block = page->free;
+  page->free = mia_block_next(page, block);
+  page->used++;
+  if (zero) {
+    if (page->free_is_zero) block->next = NULL;
+    else mia_memzero(block, page->block_size);
+  }
+  return block;
+}
+
+/* Called when a page's last block came back.  The only page of a bin stays
+ * (the program is likely to allocate that size again soon); others go back
+ * to the segment so another size can use the memory. */
+void mia_page_retire(mia_page_t *page) {
+  mia_theap_t *theap = atomic_load_explicit(&page->theap, memory_order_relaxed);
+  if (page->flags & MIA_PAGE_IN_FULL) {
+    queue_remove(&theap->full, page);
+    mia_page_set_flag(page, MIA_PAGE_IN_FULL, false);
+  } else {
+    mia_page_queue_t *pq = &theap->pages[page->bin];
+    if (pq->first == page && page->next == NULL) return;
+    queue_remove(pq, page);
+    if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
+  }
+  mia_stat_add(&theap->stats.pages, -1);
+  mia_segment_page_free(page);
+}
+
+/* Collect every page; free the empty ones (all of them when force). */
+void mia_theap_collect(mia_theap_t *theap, bool force) {
+  mia_theap_process_remote(theap);
+  for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++) {
+    mia_page_t *page = theap->pages[bin].first;
+    while (page != NULL) {
+      mia_page_t *next = page->next;
+      mia_page_collect(page);
+      if (page->used == 0 && (force || page != theap->pages[bin].first)) {
+        queue_remove(&theap->pages[bin], page);
+        mia_stat_add(&theap->stats.pages, -1);
+        mia_segment_page_free(page);
+      }
+      page = next;
+    }
+    if (bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, (uint8_t)bin);
+  }
+  mia_page_t *page = theap->full.first;
+  while (page != NULL) {
+    mia_page_t *next = page->next;
+    mia_page_collect(page);
+    if (page->used == 0) {
+      queue_remove(&theap->full, page);
+      mia_page_set_flag(page, MIA_PAGE_IN_FULL, false);
+      mia_stat_add(&theap->stats.pages, -1);
+      mia_segment_page_free(page);
+    } else if (page->free != NULL) {
+      mia_page_from_full(theap, page);
+    }
+    page = next;
+  }
+  mia_segments_purge(theap->tld, force);
+}
+
+/* Thread exit: give back every empty page, then leave the rest (pages with
+ * live blocks) to be reclaimed by other threads. */
+void mia_theap_abandon(mia_theap_t *theap) {
+  mia_theap_collect(theap, true);
+  for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++) {
+    theap->pages[bin].first = theap->pages[bin].last = NULL;
+    if (bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, (uint8_t)bin);
+  }
+  theap->full.first = theap->full.last = NULL;
+  mia_segments_abandon(theap->tld);
+  /* pages may have been queued on us while we abandoned them */
+  mia_theap_process_remote(theap);
+}

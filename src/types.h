@@ -1,0 +1,177 @@
+/* types.h -- the allocator's internal data structures and their constants.
+ *
+ * Memory layout, from the OS up:
+ *   arena    a large OS reservation (MIALLOC_ARENA_RESERVE) cut into segments
+ *   segment  4 MiB, owned by one thread; slice 0 holds the segment's metadata
+ *            (never user data), slices 1..63 hold pages
+ *   page     one or more 64 KiB slices holding blocks of one size class
+ *   span     a "huge" allocation: whole segments, one block
+ * The page map (pagemap.c) maps every 64 KiB slice of the address space to
+ * its page, or to NULL when mialloc does not own it.
+ */
+#ifndef MIALLOC_TYPES_H
+#define MIALLOC_TYPES_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mialloc.h"
+
+#define MIA_WORD_SIZE        8
+#define MIA_SLICE_SHIFT      16
+#define MIA_SLICE_SIZE       ((size_t)1 << MIA_SLICE_SHIFT)       /* 64 KiB */
+#define MIA_SEGMENT_SHIFT    22
+#define MIA_SEGMENT_SIZE     ((size_t)1 << MIA_SEGMENT_SHIFT)     /* 4 MiB */
+#define MIA_SEGMENT_SLICES   (MIA_SEGMENT_SIZE / MIA_SLICE_SIZE)  /* 64 */
+
+#define MIA_SMALL_MAX        (8 * 1024)          /* blocks in 1-slice pages */
+#define MIA_MEDIUM_MAX       (64 * 1024)         /* blocks in 8-slice pages */
+#define MIA_LARGE_MAX        (512 * 1024)        /* above: huge spans */
+#define MIA_MEDIUM_PAGE_SLICES 8
+
+#define MIA_DIRECT_WSIZE_MAX 128                 /* direct table: sizes <= 1 KiB */
+#define MIA_DIRECT_SIZE_MAX  (MIA_DIRECT_WSIZE_MAX * MIA_WORD_SIZE)
+#define MIA_BIN_COUNT        61                  /* bins 1..60; 0 unused */
+#define MIA_BIN_HUGE         MIA_BIN_COUNT
+
+/* Largest request we accept: leaves room for rounding without overflow. */
+#define MIA_MAX_ALLOC_SIZE   (PTRDIFF_MAX / 2)
+/* Largest alignment served from pages by offsetting inside a larger block. */
+#define MIA_MAX_ALIGN_IN_PAGE (MIA_SLICE_SIZE)
+
+typedef struct mia_block_s { struct mia_block_s *next; } mia_block_t;
+
+typedef struct mia_theap_s mia_theap_t;
+typedef struct mia_tld_s mia_tld_t;
+typedef struct mia_segment_s mia_segment_t;
+typedef struct mia_arena_s mia_arena_t;
+typedef struct mia_subproc_s mia_subproc_t;
+
+/* Flags that send every free of a page's blocks to the generic path.  They
+ * live in the low bits of page->free_key, next to the owner's thread id
+ * (which is pointer-aligned), so the free fast path tests all of them and the
+ * ownership in one compare. */
+enum {
+  MIA_PAGE_IN_FULL     = 0x1,   /* page sits in the theap's full list */
+  MIA_PAGE_HAS_ALIGNED = 0x2,   /* some block was handed out at an offset */
+  MIA_PAGE_HAS_SAMPLED = 0x4,   /* some block carries profiler sample data */
+  MIA_PAGE_FLAG_MASK   = 0x7,
+};
+
+typedef struct mia_page_s {
+  /* fast-path fields first: malloc touches free/used, free touches free_key,
+   * local_free and used, all in the first cache line */
+  mia_block_t *free;             /* blocks the allocation fast path pops */
+  uint32_t used;                 /* blocks handed out, not yet freed locally */
+  uint32_t capacity;             /* blocks carved out of the page so far */
+  uintptr_t free_key;            /* owner thread id | flags; 0 when unowned */
+  mia_block_t *local_free;       /* blocks freed by the owner */
+  size_t block_size;
+  uint8_t *start;                /* first block */
+  _Atomic(uintptr_t) thread_free;/* blocks freed by other threads (LIFO) */
+  uint32_t reserved;             /* blocks that fit in the page */
+  uint16_t slice_count;          /* slices this page spans */
+  uint8_t bin;
+  uint8_t flags;                 /* copy of the MIA_PAGE_* flags */
+  bool free_is_zero;             /* free list holds only never-used memory */
+  bool is_zero_init;             /* memory came zeroed from the OS */
+  bool is_huge;
+  _Atomic(mia_theap_t *) theap;  /* owner; read by remote freers to notify */
+  struct mia_page_s *next;       /* theap queue links */
+  struct mia_page_s *prev;
+  mia_block_t *stash;            /* rest of the free list past a sample point */
+  _Atomic(int) remote_queued;    /* 1 while on the owner's remote list */
+  struct mia_page_s *remote_next;
+  uintptr_t keys[2];             /* secure mode: free-list encoding keys */
+} mia_page_t;
+
+typedef struct mia_page_queue_s {
+  mia_page_t *first;
+  mia_page_t *last;
+  size_t block_size;
+} mia_page_queue_t;
+
+struct mia_segment_s {
+  uintptr_t cookie;              /* address ^ process secret: validates the header */
+  mia_subproc_t *subproc;
+  mia_arena_t *arena;
+  mia_tld_t *tld;                /* owning thread; NULL when abandoned or huge */
+  size_t size;                   /* bytes of the whole segment (span) */
+  uint64_t used_mask;            /* slices holding pages (bit 0: metadata) */
+  uint64_t dirty_mask;           /* slices touched since their last purge */
+  uint64_t purge_at;             /* ms deadline to purge dirty free slices */
+  bool is_huge;
+  bool in_full_list;
+  struct mia_segment_s *next;    /* tld list, or the subproc's abandoned list */
+  struct mia_segment_s *prev;
+  mia_page_t pages[MIA_SEGMENT_SLICES];  /* indexed by first slice */
+};
+
+struct mia_arena_s {
+  uint8_t *base;
+  size_t size;
+  size_t segment_count;
+  mia_subproc_t *subproc;
+  uint64_t purge_at;             /* earliest deadline of dirty free segments */
+  bool exclusive;
+  struct mia_arena_s *next;
+  uint64_t *used_map;            /* one bit per segment, claimed */
+  uint64_t *dirty_map;           /* one bit per free segment not yet purged */
+};
+
+/* Per-thread data: the thread's segments and its default theap. */
+struct mia_tld_s {
+  mia_theap_t *theap_default;
+  mia_segment_t *segments;       /* segments with free slices */
+  mia_segment_t *segments_full;  /* segments without */
+  size_t segment_count;
+  uint64_t next_purge_check;     /* ms */
+  mia_subproc_t *subproc;
+  struct mia_tld_s *next_free;   /* metadata pool link */
+  bool is_done;
+};
+
+typedef struct mia_stat_count_s {
+  int64_t current;
+  int64_t peak;
+  int64_t total;
+} mia_stat_count_t;
+
+typedef struct mia_stats_s {
+  mia_stat_count_t segments;
+  mia_stat_count_t pages;
+  mia_stat_count_t committed;     /* segment bytes in use (upper bound of RSS) */
+  mia_stat_count_t huge;
+  mia_stat_count_t threads;
+  int64_t malloc_slow;            /* generic-path calls */
+  int64_t huge_count;
+  int64_t purges;
+  int64_t purged_bytes;
+  int64_t reclaimed_segments;
+  int64_t abandoned_segments;
+  int64_t foreign_frees;
+} mia_stats_t;
+
+struct mia_theap_s {
+  mia_page_t *pages_direct[MIA_DIRECT_WSIZE_MAX + 1];  /* first: reached in one load */
+  mia_page_queue_t pages[MIA_BIN_COUNT + 1];
+  mia_page_queue_t full;
+  uintptr_t tid;
+  mia_tld_t *tld;
+  _Atomic(mia_page_t *) remote_pages;  /* full pages that got remote frees */
+  int64_t sample_countdown;       /* profiler: bytes until the next sample */
+  uint64_t slow_calls;
+  mia_stats_t stats;
+};
+
+struct mia_subproc_s {
+  int lock;                       /* guards arenas, abandoned list */
+  mia_arena_t *arenas;
+  mia_segment_t *abandoned;
+  size_t abandoned_count;
+  size_t arena_count;
+};
+
+#endif
