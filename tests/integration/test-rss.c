@@ -1,0 +1,49 @@
+/* test-rss.c -- memory goes back to the OS: allocate about 1 GiB in small
+ * and medium blocks, free it all, mi_collect(true), and resident memory
+ * must fall back to within a few MiB of where it started. */
+#include "mialloc.h"
+#include "../tap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static size_t rss_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long size = 0, resident = 0;
+  if (f) {
+    if (fscanf(f, "%lu %lu", &size, &resident) != 2) resident = 0;
+    fclose(f);
+  }
+  return resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+int main(void) {
+  const size_t total = 1u << 30;
+  size_t count = 0, bytes = 0;
+  size_t cap = 4u << 20;
+  void **blocks = mi_malloc(cap * sizeof(void *));
+  memset(blocks, 0, cap * sizeof(void *));
+  size_t before = rss_bytes();
+  uint64_t seed = 42;
+  while (bytes < total && count < cap) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    size_t size = (seed >> 33) % 100 < 80 ? 16 + (seed >> 40) % 1000 : 1024 + (seed >> 40) % 60000;
+    void *p = malloc(size);
+    if (p == NULL) break;
+    memset(p, 0x77, size);
+    blocks[count++] = p;
+    bytes += size;
+  }
+  size_t peak = rss_bytes();
+  TAP_OK(bytes >= total, "allocated %zu MiB in %zu blocks", bytes >> 20, count);
+  TAP_OK(peak >= before + total * 9 / 10, "RSS rose to %zu MiB", peak >> 20);
+  for (size_t i = 0; i < count; i++) free(blocks[i]);
+  mi_collect(true);
+  size_t after = rss_bytes();
+  tap_diag("rss before %zu KiB, peak %zu KiB, after collect %zu KiB", before >> 10, peak >> 10, after >> 10);
+  TAP_OK(after <= before + (8u << 20), "after free and mi_collect(true) RSS is within 8 MiB of the start");
+  mi_free(blocks);
+  return tap_done();
+}

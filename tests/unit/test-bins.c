@@ -1,0 +1,44 @@
+/* test-bins.c -- size classes: every size maps to a bin that fits it,
+ * bins are monotonic, and the waste stays within the design's bounds. */
+#include "internal.h"
+#include "../tap.h"
+
+int main(void) {
+  mi_thread_init();
+  bool fits = true, monotonic = true, aligned = true;
+  double worst = 0, worst_small = 0;
+  size_t worst_size = 0;
+  double sum = 0;
+  size_t count = 0;
+  uint8_t prev = 0;
+  for (size_t size = 1; size <= MIA_LARGE_MAX; size++) {
+    uint8_t bin = mia_bin_of(size);
+    size_t bsize = mia_bin_size[bin];
+    if (bin < 1 || bin >= MIA_BIN_HUGE || bsize < size) fits = false;
+    if (bin < prev) monotonic = false;
+    prev = bin;
+    if (size >= 16 && bsize % 16 != 0 && bsize > 64) aligned = false;
+    double waste = (double)(bsize - size) / (double)bsize;
+    if (size > 64) {
+      if (waste > worst) { worst = waste; worst_size = size; }
+      sum += waste;
+      count++;
+    } else if (bsize - size >= 8) {
+      worst_small = 1;
+    }
+  }
+  TAP_OK(fits, "every size from 1 to 512 KiB maps to a bin that holds it");
+  TAP_OK(monotonic, "bins grow with size");
+  TAP_OK(aligned, "bins above 64 bytes are multiples of 16");
+  TAP_OK(worst_small == 0, "word-sized steps up to 64 bytes: less than a word of waste");
+  /* four bins per power of two: worst case is the first size past a bin,
+   * 1/5 of the block; the average over all sizes is half of that */
+  TAP_OK(worst <= 0.20, "worst-case waste above 64 bytes is at most 20%% (%.1f%% at %zu)", worst * 100, worst_size);
+  TAP_OK(sum / (double)count <= 0.125, "average waste above 64 bytes is at most 12.5%% (%.2f%%)",
+         100 * sum / (double)count);
+  TAP_OK(mia_bin_of(0) == mia_bin_of(1), "size 0 uses the smallest bin");
+  TAP_OK(mia_bin_size[mia_bin_of(MIA_LARGE_MAX)] == MIA_LARGE_MAX, "the largest bin is 512 KiB");
+  int bins_per_doubling = mia_bin_of(256) - mia_bin_of(128);
+  TAP_OK(bins_per_doubling == 4, "four bins per power of two (%d)", bins_per_doubling);
+  return tap_done();
+}

@@ -1,0 +1,74 @@
+/* test-prim.c -- the OS primitive layer. */
+#include "internal.h"
+#include "../tap.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static void *thread_id_of(void *arg) {
+  (void)arg;
+  return (void *)mia_prim_thread_id();
+}
+
+int main(void) {
+  TAP_OK(mia_prim_page_size() == (size_t)sysconf(_SC_PAGESIZE), "page size matches sysconf");
+
+  size_t size = 8u << 20;
+  uint8_t *p = mia_prim_reserve(size, 4u << 20, false);
+  TAP_OK(p != NULL && ((uintptr_t)p & ((4u << 20) - 1)) == 0, "reserve honours a 4 MiB alignment");
+  size_t rss0 = mia_prim_current_rss();
+  memset(p, 0x5a, size);
+  size_t rss1 = mia_prim_current_rss();
+  TAP_OK(rss1 >= rss0 + size / 2, "touching reserved memory raises RSS (%zu -> %zu)", rss0, rss1);
+  TAP_OK(mia_prim_purge(p, size, false), "purge succeeds");
+  size_t rss2 = mia_prim_current_rss();
+  TAP_OK(rss2 + size / 2 <= rss1, "purge (MADV_DONTNEED) lowers RSS (%zu -> %zu)", rss1, rss2);
+  TAP_OK(p[0] == 0 && p[size - 1] == 0, "purged memory reads as zero");
+  TAP_OK(mia_prim_protect(p, 4096, MIA_PROT_READ) && mia_prim_protect(p, 4096, MIA_PROT_RW),
+         "protect read-only and back");
+  p[0] = 1;
+  TAP_OK(mia_prim_purge(p, size, true), "lazy purge (MADV_FREE) succeeds");
+  mia_prim_release(p, size);
+
+  uint64_t t0 = mia_prim_clock_ns();
+  usleep(20000);
+  uint64_t t1 = mia_prim_clock_ns();
+  TAP_OK(t1 - t0 >= 15000000u, "monotonic clock advances with sleep (%llu ns)", (unsigned long long)(t1 - t0));
+  TAP_OK(mia_prim_clock_ms() >= t1 / 1000000u, "millisecond clock agrees");
+
+  pthread_t t;
+  void *other;
+  pthread_create(&t, NULL, thread_id_of, NULL);
+  pthread_join(t, &other);
+  TAP_OK(mia_prim_thread_id() != 0 && (uintptr_t)other != mia_prim_thread_id(),
+         "thread ids differ between threads");
+  TAP_OK((mia_prim_thread_id() & MIA_PAGE_FLAG_MASK) == 0, "thread id leaves the flag bits free");
+  TAP_OK(mia_prim_gettid() == getpid(), "gettid of the main thread is the pid");
+  TAP_OK(mia_prim_numa_node_count() >= 1, "at least one NUMA node (%zu)", mia_prim_numa_node_count());
+
+  char buf[256];
+  bool thp_file = mia_prim_read_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf);
+  TAP_OK(mia_prim_thp_available() == (thp_file && strstr(buf, "[never]") == NULL),
+         "huge page availability follows the kernel setting");
+  TAP_OK(mia_prim_read_file("/proc/self/statm", buf, sizeof buf) && buf[0] >= '0' && buf[0] <= '9',
+         "read_file reads /proc");
+  TAP_OK(!mia_prim_read_file("/nonexistent/file", buf, sizeof buf), "read_file fails cleanly");
+
+  setenv("MIALLOC_TEST_VAR", "hello", 1);
+  TAP_OK(mia_prim_getenv("mialloc_test_var", buf, sizeof buf) && strcmp(buf, "hello") == 0,
+         "getenv matches names case-insensitively");
+  TAP_OK(!mia_prim_getenv("MIALLOC_TEST_VA", buf, sizeof buf), "getenv needs the whole name");
+  char small[3];
+  TAP_OK(mia_prim_getenv("MIALLOC_TEST_VAR", small, sizeof small) && strcmp(small, "he") == 0,
+         "getenv truncates to the buffer");
+
+  uint64_t r1 = 0, r2 = 0;
+  TAP_OK(mia_prim_random_buf(&r1, sizeof r1) && mia_prim_random_buf(&r2, sizeof r2) && r1 != r2,
+         "random bytes differ");
+  TAP_OK(!mia_prim_is_privileged(), "an ordinary test run is not privileged");
+  uint64_t user, sys, peak, faults;
+  mia_prim_process_times(&user, &sys, &peak, &faults);
+  TAP_OK(peak > 0 && faults > 0, "process times report peak RSS and faults");
+  return tap_done();
+}
