@@ -46,7 +46,8 @@ mi_decl_export void mi_free_aligned(void *p, size_t alignment);
 mi_decl_export void mi_free_size_aligned(void *p, size_t size, size_t alignment);
 mi_decl_export mi_decl_nodiscard char *mi_strdup(const char *s) mi_attr_malloc;
 mi_decl_export mi_decl_nodiscard char *mi_strndup(const char *s, size_t n) mi_attr_malloc;
-mi_decl_export mi_decl_nodiscard char *mi_realpath(const char *fname, char *resolved_name) mi_attr_malloc;
+/* not mi_attr_malloc: with a buffer it returns that buffer */
+mi_decl_export mi_decl_nodiscard char *mi_realpath(const char *fname, char *resolved_name);
 
 mi_decl_export mi_decl_nodiscard void *mi_malloc_small(size_t size) mi_attr_malloc mi_attr_alloc_size(1);
 mi_decl_export mi_decl_nodiscard void *mi_zalloc_small(size_t size) mi_attr_malloc mi_attr_alloc_size(1);

@@ -1,7 +1,7 @@
 /* bins.c -- the size-class table. */
 #include "internal.h"
 
-size_t mia_bin_size[MIA_BIN_COUNT + 1];
+size_t mia_bin_size[MIA_BIN_HUGE + 1];
 
 /* The block size of a bin is the largest size that maps to it. */
 void mia_bins_init(void) {

@@ -78,19 +78,23 @@ static inline mia_segment_t *mia_segment_of_page(const mia_page_t *page) {
 }
 
 /* ---- size classes (bins.c) ---- */
-extern size_t mia_bin_size[MIA_BIN_COUNT + 1];
+extern size_t mia_bin_size[MIA_BIN_HUGE + 1];
 void mia_bins_init(void);
 
 static inline size_t mia_wsize(size_t size) { return (size + MIA_WORD_SIZE - 1) / MIA_WORD_SIZE; }
 
-/* Word-sized bins up to 64 bytes, then four per power of two: internal waste
- * stays under 12.5% (25% only at the 64..80 step). */
+/* Bins of 8 and 16 bytes, then 16-byte steps to 64, then four per power of
+ * two (waste at most 20% of a block, 10% on average).  Every block of 16
+ * bytes or more is 16-aligned: C17 wants malloc(n) aligned for any type
+ * that fits in n (a long double fits in 24 bytes), and compilers assume
+ * 16-byte alignment of operator new on x86-64. */
 static inline uint8_t mia_bin_of(size_t size) {
   size_t w = mia_wsize(size);
-  if (w <= 8) return (uint8_t)(w == 0 ? 1 : w);
+  if (w <= 2) return (uint8_t)(w == 0 ? 1 : w);
+  if (w <= 8) return (uint8_t)((w + 1) / 2 + 1);
   w--;
   unsigned b = 63u - (unsigned)__builtin_clzl(w);
-  return (uint8_t)(((b << 2) | ((w >> (b - 2)) & 3)) - 3);
+  return (uint8_t)(((b << 2) | ((w >> (b - 2)) & 3)) - 6);
 }
 
 /* ---- free-list links: encoded with per-page keys in secure mode ---- */

@@ -77,7 +77,7 @@ static void mia_fill_mallinfo2(struct mallinfo2 *mi) {
   memset(mi, 0, sizeof *mi);
   size_t rss = mia_prim_current_rss();
   mi->arena = rss;
-  mi->hblks = (size_t)mia_stats_global.huge_count;
+  mi->hblks = mia_stats_global.huge_blocks.current > 0 ? (size_t)mia_stats_global.huge_blocks.current : 0;
   mi->hblkhd = mia_stats_global.huge.current > 0 ? (size_t)mia_stats_global.huge.current : 0;
   mi->uordblks = rss;
   mi->usmblks = 0;

@@ -187,7 +187,7 @@ mia_page_t *mia_huge_page_alloc(mia_subproc_t *sp, size_t size, size_t alignment
   page->is_zero_init = is_zero;
   page->free_key = MIA_PAGE_IN_FULL;   /* never a thread id: frees take the generic path */
   mia_pagemap_set(page->start, count * MIA_SEGMENT_SLICES - 1, page);
-  __atomic_fetch_add(&mia_stats_global.huge_count, 1, __ATOMIC_RELAXED);
+  mia_stat_add(&mia_stats_global.huge_blocks, 1);
   mia_stat_add(&mia_stats_global.huge, (int64_t)seg->size);
   return page;
 }
@@ -197,6 +197,7 @@ void mia_huge_page_free(mia_page_t *page) {
   size_t count = seg->size / MIA_SEGMENT_SIZE;
   mia_pagemap_set(page->start, count * MIA_SEGMENT_SLICES - 1, NULL);
   mia_stat_add(&mia_stats_global.huge, -(int64_t)seg->size);
+  mia_stat_add(&mia_stats_global.huge_blocks, -1);
   page->free_key = 0;
   page->block_size = 0;
   mia_arena_free_segments(seg, count);

@@ -73,7 +73,8 @@ mia_export void mi_stats_print_out(mi_output_fun *out, void *arg) {
                 (long long)s->segments.current, (long long)s->abandoned_segments,
                 (long long)s->reclaimed_segments);
   mia_fmt_size(a, sizeof a, s->huge.peak);
-  mia_output_to(out, arg, "  huge allocations: %lld (peak %s live)\n", (long long)s->huge_count, a);
+  mia_output_to(out, arg, "  huge allocations: %lld total, %lld live (peak %s live)\n",
+                (long long)s->huge_blocks.total, (long long)s->huge_blocks.current, a);
   mia_fmt_size(a, sizeof a, s->purged_bytes);
   mia_output_to(out, arg, "  purges          : %lld (%s returned to the OS)\n", (long long)s->purges, a);
   mia_output_to(out, arg, "  threads         : %lld live, %lld peak, %lld total\n",
@@ -106,7 +107,7 @@ mia_export char *mi_stats_get_json(size_t size, char *buf) {
                    "\"process\": {\"elapsed_ms\": %zu, \"user_ms\": %zu, \"system_ms\": %zu, "
                    "\"rss\": %zu, \"peak_rss\": %zu, \"page_faults\": %zu}}",
                    mi_version(), mia_subproc_main.arena_count, mia_arena_reserved_total(),
-                   (long long)s->huge_count, (long long)s->huge.current, (long long)s->huge.peak,
+                   (long long)s->huge_blocks.total, (long long)s->huge.current, (long long)s->huge.peak,
                    (long long)s->purges, (long long)s->purged_bytes, (long long)s->threads.current,
                    (long long)s->threads.peak, (long long)s->threads.total,
                    (long long)s->abandoned_segments, (long long)s->reclaimed_segments,

@@ -15,7 +15,7 @@ static size_t mia_page_slices_for(size_t bsize) {
 void mia_theap_init(mia_theap_t *theap, mia_tld_t *tld) {
   memset(theap, 0, sizeof *theap);
   for (size_t w = 0; w <= MIA_DIRECT_WSIZE_MAX; w++) theap->pages_direct[w] = &mia_page_empty;
-  for (size_t b = 1; b <= MIA_BIN_COUNT; b++) theap->pages[b].block_size = mia_bin_size[b];
+  for (size_t b = 1; b <= MIA_BIN_HUGE; b++) theap->pages[b].block_size = mia_bin_size[b];
   theap->tld = tld;
   theap->tid = mia_prim_thread_id();
 }

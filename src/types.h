@@ -33,8 +33,8 @@
 
 #define MIA_DIRECT_WSIZE_MAX 128                 /* direct table: sizes <= 1 KiB */
 #define MIA_DIRECT_SIZE_MAX  (MIA_DIRECT_WSIZE_MAX * MIA_WORD_SIZE)
-#define MIA_BIN_COUNT        61                  /* bins 1..60; 0 unused */
-#define MIA_BIN_HUGE         MIA_BIN_COUNT
+#define MIA_BIN_COUNT        57                  /* bins 1..57; 0 unused */
+#define MIA_BIN_HUGE         (MIA_BIN_COUNT + 1)
 
 /* Largest request we accept: leaves room for rounding without overflow. */
 #define MIA_MAX_ALLOC_SIZE   (PTRDIFF_MAX / 2)
@@ -146,7 +146,7 @@ typedef struct mia_stats_s {
   mia_stat_count_t huge;
   mia_stat_count_t threads;
   int64_t malloc_slow;            /* generic-path calls */
-  int64_t huge_count;
+  mia_stat_count_t huge_blocks;   /* live huge allocations */
   int64_t purges;
   int64_t purged_bytes;
   int64_t reclaimed_segments;
@@ -156,7 +156,7 @@ typedef struct mia_stats_s {
 
 struct mia_theap_s {
   mia_page_t *pages_direct[MIA_DIRECT_WSIZE_MAX + 1];  /* first: reached in one load */
-  mia_page_queue_t pages[MIA_BIN_COUNT + 1];
+  mia_page_queue_t pages[MIA_BIN_HUGE + 1];
   mia_page_queue_t full;
   uintptr_t tid;
   mia_tld_t *tld;

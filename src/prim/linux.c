@@ -178,18 +178,44 @@ static bool name_matches(const char *entry, const char *name, size_t len) {
   return entry[len] == '=';
 }
 
+static void copy_value(const char *v, char *buf, size_t bufsize) {
+  size_t n = strlen(v);
+  if (n >= bufsize) n = bufsize - 1;
+  memcpy(buf, v, n);
+  buf[n] = 0;
+}
+
+/* When preloaded, the dynamic linker may call malloc before libc has set
+ * environ; the kernel's copy in /proc/self/environ is there from exec. */
+static bool getenv_from_proc(const char *name, size_t len, char *buf, size_t bufsize) {
+  static char env[65536];
+  long fd = raw_open("/proc/self/environ");
+  if (fd < 0) return false;
+  size_t total = 0;
+  long n;
+  while (total + 1 < sizeof env &&
+         (n = syscall(SYS_read, (int)fd, env + total, sizeof env - 1 - total)) > 0)
+    total += (size_t)n;
+  syscall(SYS_close, (int)fd);
+  env[total] = 0;
+  for (size_t i = 0; i < total; i += strlen(env + i) + 1) {
+    if (name_matches(env + i, name, len)) {
+      copy_value(env + i + len + 1, buf, bufsize);
+      return true;
+    }
+  }
+  return false;
+}
+
 /* Environment names match case-insensitively; the privileged check is the
  * caller's (options.c) so this stays a plain lookup. */
 bool mia_prim_getenv(const char *name, char *buf, size_t bufsize) {
-  if (environ == NULL || bufsize == 0) return false;
+  if (bufsize == 0) return false;
   size_t len = strlen(name);
+  if (environ == NULL) return getenv_from_proc(name, len, buf, bufsize);
   for (char **e = environ; *e != NULL; e++) {
     if (name_matches(*e, name, len)) {
-      const char *v = *e + len + 1;
-      size_t n = strlen(v);
-      if (n >= bufsize) n = bufsize - 1;
-      memcpy(buf, v, n);
-      buf[n] = 0;
+      copy_value(*e + len + 1, buf, bufsize);
       return true;
     }
   }

@@ -17,20 +17,20 @@ int main(void) {
     if (bin < 1 || bin >= MIA_BIN_HUGE || bsize < size) fits = false;
     if (bin < prev) monotonic = false;
     prev = bin;
-    if (size >= 16 && bsize % 16 != 0 && bsize > 64) aligned = false;
+    if (size >= 16 && bsize % 16 != 0) aligned = false;
     double waste = (double)(bsize - size) / (double)bsize;
     if (size > 64) {
       if (waste > worst) { worst = waste; worst_size = size; }
       sum += waste;
       count++;
-    } else if (bsize - size >= 8) {
+    } else if (bsize - size >= (size <= 16 ? 8 : 16)) {
       worst_small = 1;
     }
   }
   TAP_OK(fits, "every size from 1 to 512 KiB maps to a bin that holds it");
   TAP_OK(monotonic, "bins grow with size");
-  TAP_OK(aligned, "bins above 64 bytes are multiples of 16");
-  TAP_OK(worst_small == 0, "word-sized steps up to 64 bytes: less than a word of waste");
+  TAP_OK(aligned, "every bin of 16 bytes or more is a multiple of 16 (16-byte alignment)");
+  TAP_OK(worst_small == 0, "8, 16, then 16-byte steps up to 64 bytes: waste below one step");
   /* four bins per power of two: worst case is the first size past a bin,
    * 1/5 of the block; the average over all sizes is half of that */
   TAP_OK(worst <= 0.20, "worst-case waste above 64 bytes is at most 20%% (%.1f%% at %zu)", worst * 100, worst_size);
