@@ -61,7 +61,17 @@ void *mia_realloc_zero(void *p, size_t newsize, bool zero) {
   }
   size_t size = mia_usable_size(p);
   if (newsize <= size && newsize >= size / 2) return p;
-  if (page->is_huge && newsize <= size && newsize > MIA_LARGE_MAX) return p;
+  if (page->is_huge && newsize > MIA_LARGE_MAX) {
+    /* a huge span shrinks in place, and grows over free segments after it */
+    if (newsize <= size) {
+      mia_huge_page_shrink(page, newsize + (size_t)((uint8_t *)p - page->start));
+      return p;
+    }
+    if (newsize <= MIA_MAX_ALLOC_SIZE && mia_huge_page_grow(page, newsize + (size_t)((uint8_t *)p - page->start))) {
+      if (zero) mia_memzero((uint8_t *)p + size, newsize - size);
+      return p;
+    }
+  }
   void *newp = zero ? mi_zalloc(newsize) : mi_malloc(newsize);
   if (mia_unlikely(newp == NULL)) return NULL;
   mia_memcpy(newp, p, size < newsize ? size : newsize);

@@ -35,18 +35,11 @@ static uint64_t mia_purge_delay_arena(void) {
   return (uint64_t)delay * (uint64_t)(mult > 0 ? mult : 1);
 }
 
-static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments) {
-  size_t reserve = mi_option_get_size(mi_option_arena_reserve);
-  if (reserve < 64 * MIA_SEGMENT_SIZE) reserve = 64 * MIA_SEGMENT_SIZE;
-  size_t segments = reserve / MIA_SEGMENT_SIZE;
-  if (segments < min_segments) segments = min_segments;
+/* Register memory [base, base + segments * 4 MiB) as an arena. */
+static mia_arena_t *mia_arena_register(mia_subproc_t *sp, uint8_t *base, size_t segments, bool pinned) {
   size_t words = (segments + MIA_BITS - 1) / MIA_BITS;
   size_t meta = sizeof(mia_arena_t) + 2 * words * sizeof(uint64_t);
   meta = (meta + mia_prim_page_size() - 1) & ~(mia_prim_page_size() - 1);
-
-  uint8_t *base = mia_prim_reserve(segments * MIA_SEGMENT_SIZE, MIA_SEGMENT_SIZE,
-                                   mia_option_get_fast(mi_option_allow_large_os_pages) != 0);
-  if (base == NULL) return NULL;
   mia_arena_t *arena = mia_prim_reserve(meta, 0, false);
   if (arena == NULL || !mia_pagemap_ensure(base, segments * MIA_SEGMENT_SIZE)) {
     mia_prim_release(base, segments * MIA_SEGMENT_SIZE);
@@ -57,6 +50,7 @@ static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments) {
   arena->size = segments * MIA_SEGMENT_SIZE;
   arena->segment_count = segments;
   arena->subproc = sp;
+  arena->pinned = pinned;
   arena->used_map = (uint64_t *)(arena + 1);
   arena->dirty_map = arena->used_map + words;
   /* bits past the end count as used so runs never cross it */
@@ -64,8 +58,33 @@ static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments) {
   arena->next = sp->arenas;
   sp->arenas = arena;
   sp->arena_count++;
-  mia_verbose("reserved arena %zu: %zu MiB at %p\n", sp->arena_count, arena->size >> 20, (void *)base);
+  mia_verbose("reserved arena %zu: %zu MiB at %p%s\n", sp->arena_count, arena->size >> 20,
+              (void *)base, pinned ? " (huge OS pages)" : "");
   return arena;
+}
+
+static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments) {
+  size_t reserve = mi_option_get_size(mi_option_arena_reserve);
+  if (reserve < 64 * MIA_SEGMENT_SIZE) reserve = 64 * MIA_SEGMENT_SIZE;
+  size_t segments = reserve / MIA_SEGMENT_SIZE;
+  if (segments < min_segments) segments = min_segments;
+  uint8_t *base = mia_prim_reserve(segments * MIA_SEGMENT_SIZE, MIA_SEGMENT_SIZE,
+                                   mia_option_get_fast(mi_option_allow_large_os_pages) != 0);
+  if (base == NULL) return NULL;
+  return mia_arena_register(sp, base, segments, false);
+}
+
+/* MIALLOC_RESERVE_HUGE_OS_PAGES=N: N GiB of explicit huge pages (hugetlbfs),
+ * pinned: they are never purged, since giving them back would lose them. */
+bool mia_arena_reserve_huge(mia_subproc_t *sp, size_t gib) {
+  size_t size = gib << 30;
+  uint8_t *raw = mia_prim_reserve_huge_pages(size + MIA_SEGMENT_SIZE);
+  if (raw == NULL) return false;
+  uint8_t *base = (uint8_t *)(((uintptr_t)raw + MIA_SEGMENT_SIZE - 1) & ~(MIA_SEGMENT_SIZE - 1));
+  mia_lock(&sp->lock);
+  mia_arena_t *arena = mia_arena_register(sp, base, size / MIA_SEGMENT_SIZE, true);
+  mia_unlock(&sp->lock);
+  return arena != NULL;
 }
 
 bool mia_arena_reserve(mia_subproc_t *sp, size_t bytes) {
@@ -109,8 +128,7 @@ static mia_arena_t *mia_arena_of(mia_subproc_t *sp, const void *p) {
   return NULL;
 }
 
-void mia_arena_free_segments(mia_segment_t *segment, size_t count) {
-  mia_subproc_t *sp = segment->subproc;
+void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count) {
   uint64_t delay = mia_purge_delay_arena();
   mia_lock(&sp->lock);
   mia_arena_t *arena = mia_arena_of(sp, segment);
@@ -127,6 +145,17 @@ void mia_arena_free_segments(mia_segment_t *segment, size_t count) {
   if (arena->purge_at == 0 && delay != UINT64_MAX) arena->purge_at = mia_prim_clock_ms() + delay;
   mia_unlock(&sp->lock);
   if (delay == 0) mia_arenas_purge(sp, false);
+  else mia_purge_schedule(sp, count * MIA_SEGMENT_SIZE);
+}
+
+/* The earliest purge deadline of any arena, 0 if nothing waits. */
+uint64_t mia_arenas_next_purge(mia_subproc_t *sp) {
+  uint64_t next = 0;
+  mia_lock(&sp->lock);
+  for (mia_arena_t *a = sp->arenas; a != NULL; a = a->next)
+    if (a->purge_at != 0 && (next == 0 || a->purge_at < next)) next = a->purge_at;
+  mia_unlock(&sp->lock);
+  return next;
 }
 
 /* Purge free dirty segments whose deadline passed (all of them if force). */
@@ -135,6 +164,7 @@ void mia_arenas_purge(mia_subproc_t *sp, bool force) {
   bool lazy = mia_option_get_fast(mi_option_purge_decommits) == 0;
   mia_lock(&sp->lock);
   for (mia_arena_t *a = sp->arenas; a != NULL; a = a->next) {
+    if (a->pinned) { a->purge_at = 0; continue; }
     if (a->purge_at == 0 || (!force && now < a->purge_at)) continue;
     for (size_t i = 0; i < a->segment_count; i++) {
       if (!bit_get(a->dirty_map, i) || bit_get(a->used_map, i)) continue;
@@ -144,13 +174,36 @@ void mia_arenas_purge(mia_subproc_t *sp, bool force) {
         j++;
       }
       mia_prim_purge(a->base + i * MIA_SEGMENT_SIZE, (j - i) * MIA_SEGMENT_SIZE, lazy);
-      mia_stats_global.purges++;
-      mia_stats_global.purged_bytes += (int64_t)((j - i) * MIA_SEGMENT_SIZE);
+      __atomic_fetch_add(&mia_stats_global.purges, 1, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&mia_stats_global.purged_bytes, (int64_t)((j - i) * MIA_SEGMENT_SIZE), __ATOMIC_RELAXED);
+      mia_purge_done((j - i) * MIA_SEGMENT_SIZE);
       i = j;
     }
     a->purge_at = 0;
   }
   mia_unlock(&sp->lock);
+}
+
+/* Grow a huge span in place by claiming the free segments right after it;
+ * false when they are taken or past the arena's end. */
+bool mia_arena_extend_segments(mia_segment_t *segment, size_t count, size_t extra, bool *is_zero) {
+  mia_subproc_t *sp = segment->subproc;
+  mia_lock(&sp->lock);
+  mia_arena_t *arena = mia_arena_of(sp, segment);
+  size_t idx = arena == NULL ? 0 : (size_t)((uint8_t *)segment - arena->base) / MIA_SEGMENT_SIZE + count;
+  bool ok = arena != NULL && idx + extra <= arena->segment_count;
+  for (size_t i = idx; ok && i < idx + extra; i++) ok = !bit_get(arena->used_map, i);
+  bool zero = true;
+  if (ok) {
+    for (size_t i = idx; i < idx + extra; i++) {
+      if (bit_get(arena->dirty_map, i)) zero = false;
+      bit_clear(arena->dirty_map, i);
+      bit_set(arena->used_map, i);
+    }
+  }
+  mia_unlock(&sp->lock);
+  *is_zero = zero;
+  return ok;
 }
 
 size_t mia_arena_reserved_total(void) {

@@ -93,6 +93,7 @@ static void mia_fork_parent(void) {
 static void mia_fork_child(void) {
   mia_subproc_main.lock = 0;
   mia_td_lock = 0;
+  mia_purge_fork_child();
 }
 
 void mia_process_init(void) {
@@ -118,7 +119,8 @@ void mia_process_init(void) {
               mia_prim_page_size(), mia_prim_numa_node_count(),
               mia_prim_thp_available() ? "available" : "not available");
   long huge = mia_option_get_fast(mi_option_reserve_huge_os_pages);
-  if (huge > 0) mia_verbose("reserve_huge_os_pages=%ld requested; huge OS pages are used through arenas\n", huge);
+  if (huge > 0 && !mia_arena_reserve_huge(&mia_subproc_main, (size_t)huge))
+    mia_warning("could not reserve %ld GiB of huge OS pages (is vm.nr_hugepages set?)\n", huge);
   size_t reserve = mi_option_get_size(mi_option_reserve_os_memory);
   if (reserve > 0 && !mia_arena_reserve(&mia_subproc_main, reserve))
     mia_warning("could not reserve %zu MiB of OS memory at start\n", reserve >> 20);

@@ -146,16 +146,26 @@ mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices);
 void mia_segment_page_free(mia_page_t *page);
 mia_page_t *mia_huge_page_alloc(mia_subproc_t *sp, size_t size, size_t alignment);
 void mia_huge_page_free(mia_page_t *page);
+bool mia_huge_page_grow(mia_page_t *page, size_t newsize);
+void mia_huge_page_shrink(mia_page_t *page, size_t newsize);
 void mia_segments_purge(mia_tld_t *tld, bool force);
 void mia_segments_abandon(mia_tld_t *tld);
 bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out);
 
 /* ---- arenas (arena.c) ---- */
 mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, size_t count, bool *is_zero);
-void mia_arena_free_segments(mia_segment_t *segment, size_t count);
+void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count);
 void mia_arenas_purge(mia_subproc_t *sp, bool force);
 size_t mia_arena_reserved_total(void);
 bool mia_arena_reserve(mia_subproc_t *sp, size_t bytes);
+bool mia_arena_reserve_huge(mia_subproc_t *sp, size_t gib);
+bool mia_arena_extend_segments(mia_segment_t *segment, size_t count, size_t extra, bool *is_zero);
+
+/* ---- background purging (purge.c) ---- */
+void mia_purge_schedule(mia_subproc_t *sp, size_t dirty_bytes);
+void mia_purge_done(size_t purged_bytes);
+void mia_purge_fork_child(void);
+uint64_t mia_arenas_next_purge(mia_subproc_t *sp);
 
 /* ---- statistics (stats.c) ---- */
 extern mia_stats_t mia_stats_global;

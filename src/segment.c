@@ -68,7 +68,7 @@ static void mia_segment_release(mia_tld_t *tld, mia_segment_t *seg) {
   list_remove(seg->in_full_list ? &tld->segments_full : &tld->segments, seg);
   tld->segment_count--;
   mia_stat_add(&tld->theap_default->stats.segments, -1);
-  mia_arena_free_segments(seg, 1);
+  mia_arena_free_segments(seg->subproc, seg, 1);
 }
 
 mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices) {
@@ -192,6 +192,39 @@ mia_page_t *mia_huge_page_alloc(mia_subproc_t *sp, size_t size, size_t alignment
   return page;
 }
 
+/* realloc of a huge block: grow the span over the free segments after it.
+ * Only the block's owner (the caller of realloc) touches the page here. */
+bool mia_huge_page_grow(mia_page_t *page, size_t newsize) {
+  mia_segment_t *seg = mia_segment_of_page(page);
+  size_t used_end = (size_t)(page->start - (uint8_t *)seg) + newsize;
+  size_t count = seg->size / MIA_SEGMENT_SIZE;
+  size_t want = (used_end + MIA_SEGMENT_SIZE - 1) / MIA_SEGMENT_SIZE;
+  if (want <= count) return true;
+  bool is_zero;
+  if (!mia_arena_extend_segments(seg, count, want - count, &is_zero)) return false;
+  uint8_t *old_end = (uint8_t *)seg + seg->size;
+  seg->size = want * MIA_SEGMENT_SIZE;
+  page->block_size = seg->size - (size_t)(page->start - (uint8_t *)seg);
+  mia_pagemap_set(old_end, (want - count) * MIA_SEGMENT_SLICES, page);
+  mia_stat_add(&mia_stats_global.huge, (int64_t)((want - count) * MIA_SEGMENT_SIZE));
+  return true;
+}
+
+/* realloc to a much smaller huge size: give the tail segments back. */
+void mia_huge_page_shrink(mia_page_t *page, size_t newsize) {
+  mia_segment_t *seg = mia_segment_of_page(page);
+  size_t used_end = (size_t)(page->start - (uint8_t *)seg) + newsize;
+  size_t count = seg->size / MIA_SEGMENT_SIZE;
+  size_t want = (used_end + MIA_SEGMENT_SIZE - 1) / MIA_SEGMENT_SIZE;
+  if (want >= count) return;
+  uint8_t *tail = (uint8_t *)seg + want * MIA_SEGMENT_SIZE;
+  mia_pagemap_set(tail, (count - want) * MIA_SEGMENT_SLICES, NULL);
+  seg->size = want * MIA_SEGMENT_SIZE;
+  page->block_size = seg->size - (size_t)(page->start - (uint8_t *)seg);
+  mia_stat_add(&mia_stats_global.huge, -(int64_t)((count - want) * MIA_SEGMENT_SIZE));
+  mia_arena_free_segments(seg->subproc, tail, count - want);
+}
+
 void mia_huge_page_free(mia_page_t *page) {
   mia_segment_t *seg = mia_segment_of_page(page);
   size_t count = seg->size / MIA_SEGMENT_SIZE;
@@ -200,7 +233,7 @@ void mia_huge_page_free(mia_page_t *page) {
   mia_stat_add(&mia_stats_global.huge_blocks, -1);
   page->free_key = 0;
   page->block_size = 0;
-  mia_arena_free_segments(seg, count);
+  mia_arena_free_segments(seg->subproc, seg, count);
 }
 
 /* ---- abandonment and reclaim ---- */

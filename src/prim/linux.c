@@ -153,6 +153,11 @@ void mia_prim_futex_wait(int *addr, int expected) {
   syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
 }
 
+void mia_prim_futex_wait_ms(int *addr, int expected, uint64_t timeout_ms) {
+  struct timespec ts = {(time_t)(timeout_ms / 1000), (long)(timeout_ms % 1000) * 1000000L};
+  syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, timeout_ms ? &ts : NULL, NULL, 0);
+}
+
 void mia_prim_futex_wake(int *addr, int count) {
   syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
 }

@@ -28,6 +28,7 @@ long     mia_prim_gettid(void);
 uint64_t mia_prim_clock_ms(void);       /* monotonic milliseconds */
 uint64_t mia_prim_clock_ns(void);
 void     mia_prim_futex_wait(int *addr, int expected);
+void     mia_prim_futex_wait_ms(int *addr, int expected, uint64_t timeout_ms);  /* 0: no timeout */
 void     mia_prim_futex_wake(int *addr, int count);
 void     mia_prim_yield(void);
 

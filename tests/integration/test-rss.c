@@ -45,5 +45,22 @@ int main(void) {
   tap_diag("rss before %zu KiB, peak %zu KiB, after collect %zu KiB", before >> 10, peak >> 10, after >> 10);
   TAP_OK(after <= before + (8u << 20), "after free and mi_collect(true) RSS is within 8 MiB of the start");
   mi_free(blocks);
+
+  /* time-driven purging: free 256 MiB of large blocks and then do nothing
+   * (no allocation, no mi_collect): RSS must still come down */
+  void *big[64];
+  for (int i = 0; i < 64; i++) {
+    big[i] = malloc((4u << 20) - 4096);
+    memset(big[i], 0x11, (4u << 20) - 4096);
+  }
+  size_t busy = rss_bytes();
+  for (int i = 0; i < 64; i++) free(big[i]);
+  size_t idle = busy;
+  for (int i = 0; i < 50 && idle + (128u << 20) > busy; i++) {
+    usleep(100000);
+    idle = rss_bytes();
+  }
+  tap_diag("rss with 256 MiB live %zu KiB, after idling %zu KiB", busy >> 10, idle >> 10);
+  TAP_OK(idle + (200u << 20) <= busy, "an idle program gives freed memory back within 5 s");
   return tap_done();
 }

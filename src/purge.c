@@ -1,0 +1,80 @@
+/* purge.c -- purging driven by time, so an idle program's RSS comes down.
+ *
+ * Owner threads purge their own segments' free slices on their slow paths;
+ * whole free segments wait in the arenas.  A program that frees a lot and
+ * then sits idle would keep those forever, so once enough dirty memory is
+ * waiting (MIA_PURGE_THREAD_MIN) a background thread is started that
+ * sleeps until the next deadline and purges the arenas.  Small programs
+ * never start it: most processes stay single-threaded.
+ */
+#include "internal.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#define MIA_PURGE_THREAD_MIN (16 * MIA_SEGMENT_SIZE)
+
+static _Atomic(int) mia_purge_state;      /* 0 none, 1 starting/running */
+static _Atomic(int) mia_purge_wakeups;    /* futex word: bumped by new work */
+static _Atomic(size_t) mia_purge_pending; /* dirty bytes waiting in arenas */
+
+static void *mia_purge_main(void *arg) {
+  mia_subproc_t *sp = arg;
+  for (;;) {
+    int seen = atomic_load(&mia_purge_wakeups);
+    uint64_t next = mia_arenas_next_purge(sp);
+    uint64_t now = mia_prim_clock_ms();
+    if (next == 0) {
+      mia_prim_futex_wait_ms((int *)&mia_purge_wakeups, seen, 0);   /* until new work */
+    } else if (next > now) {
+      mia_prim_futex_wait_ms((int *)&mia_purge_wakeups, seen, next - now);
+    } else {
+      mia_arenas_purge(sp, false);
+    }
+  }
+  return NULL;
+}
+
+static void mia_purge_thread_start(mia_subproc_t *sp) {
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&mia_purge_state, &expected, 1)) return;
+  /* the thread must never run a signal handler of the program */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  pthread_t thread;
+  int rc = pthread_create(&thread, &attr, mia_purge_main, sp);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    mia_verbose("could not start the purge thread (error %d); purging on allocation only\n", rc);
+    return;
+  }
+  mia_verbose("started the background purge thread\n");
+}
+
+/* Called (without locks held) after dirty memory was added to an arena. */
+void mia_purge_schedule(mia_subproc_t *sp, size_t dirty_bytes) {
+  size_t pending = atomic_fetch_add(&mia_purge_pending, dirty_bytes) + dirty_bytes;
+  if (atomic_load(&mia_purge_state) == 0) {
+    if (pending < MIA_PURGE_THREAD_MIN || mia_option_get_fast(mi_option_purge_thread) == 0 ||
+        mia_option_get_fast(mi_option_purge_delay) < 0)
+      return;
+    mia_purge_thread_start(sp);
+  }
+  atomic_fetch_add(&mia_purge_wakeups, 1);
+  mia_prim_futex_wake((int *)&mia_purge_wakeups, 1);
+}
+
+void mia_purge_done(size_t purged_bytes) {
+  size_t pending = atomic_load(&mia_purge_pending);
+  size_t sub = purged_bytes < pending ? purged_bytes : pending;
+  atomic_fetch_sub(&mia_purge_pending, sub);
+}
+
+/* A forked child has no purge thread. */
+void mia_purge_fork_child(void) { atomic_store(&mia_purge_state, 0); }
