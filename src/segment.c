@@ -71,17 +71,24 @@ static void mia_segment_release(mia_tld_t *tld, mia_segment_t *seg) {
   mia_arena_free_segments(seg->subproc, seg, 1);
 }
 
+/* Prefer slices still dirty from an earlier page: they are resident, so
+ * reusing them costs no page faults, and clean ones stay clean. */
+static size_t find_slices_for_page(const mia_segment_t *seg, size_t slices) {
+  size_t idx = find_free_slices(seg->used_mask | ~seg->dirty_mask, slices);
+  return idx != 0 ? idx : find_free_slices(seg->used_mask, slices);
+}
+
 mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices) {
   mia_segment_t *seg;
   size_t idx = 0;
   for (seg = tld->segments; seg != NULL; seg = seg->next) {
-    idx = find_free_slices(seg->used_mask, slices);
+    idx = find_slices_for_page(seg, slices);
     if (idx != 0) break;
   }
   if (seg == NULL) {
     seg = mia_segment_new(tld, slices);
     if (seg == NULL) return NULL;
-    idx = find_free_slices(seg->used_mask, slices);
+    idx = find_slices_for_page(seg, slices);
   }
   uint64_t bits = slice_bits(idx, slices);
   seg->used_mask |= bits;
@@ -91,6 +98,7 @@ mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices) {
   page->start = (uint8_t *)seg + idx * MIA_SLICE_SIZE;
   page->is_zero_init = (seg->dirty_mask & bits) == 0;
   seg->dirty_mask |= bits;
+  seg->purge_mask &= ~bits;
   if (seg->used_mask == MIA_ALL_SLICES) {
     list_remove(&tld->segments, seg);
     list_push(&tld->segments_full, seg);
@@ -103,7 +111,11 @@ mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices) {
 static void mia_segment_schedule_purge(mia_tld_t *tld, mia_segment_t *seg, uint64_t now) {
   long delay = mia_option_get_fast(mi_option_purge_delay);
   if (delay < 0) return;
-  if (seg->purge_at == 0) seg->purge_at = now + (uint64_t)delay;
+  if (seg->purge_at == 0) {
+    /* the slices free now have waited long enough at the deadline */
+    seg->purge_mask = seg->dirty_mask & ~seg->used_mask;
+    seg->purge_at = now + (uint64_t)delay;
+  }
   if (tld->next_purge_check == 0 || seg->purge_at < tld->next_purge_check)
     tld->next_purge_check = seg->purge_at;
 }
@@ -124,7 +136,10 @@ void mia_segment_page_free(mia_page_t *page) {
     list_push(&tld->segments, seg);
     seg->in_full_list = false;
   }
-  if (seg->used_mask == 1) {
+  /* an empty segment goes back to its arena, unless it is the thread's
+   * only one: a thread cycling through a small heap would claim and
+   * release it over and over */
+  if (seg->used_mask == 1 && tld->segment_count > 1) {
     mia_segment_release(tld, seg);
     return;
   }
@@ -133,8 +148,12 @@ void mia_segment_page_free(mia_page_t *page) {
   if (now >= tld->next_purge_check) mia_segments_purge(tld, false);
 }
 
-static void mia_segment_purge(mia_segment_t *seg, bool lazy) {
-  uint64_t dirty_free = seg->dirty_mask & ~seg->used_mask;
+/* Purge the free slices that stayed free for a whole delay (all of them
+ * when force); the ones freed since become candidates for the next round. */
+static void mia_segment_purge(mia_segment_t *seg, bool lazy, bool force, uint64_t now) {
+  uint64_t free_dirty = seg->dirty_mask & ~seg->used_mask;
+  uint64_t dirty_free = force ? free_dirty : (seg->purge_mask & free_dirty);
+  seg->purge_mask = free_dirty & ~dirty_free;
   while (dirty_free != 0) {
     size_t start = (size_t)__builtin_ctzll(dirty_free);
     size_t end = start;
@@ -143,22 +162,31 @@ static void mia_segment_purge(mia_segment_t *seg, bool lazy) {
     __atomic_fetch_add(&mia_stats_global.purges, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&mia_stats_global.purged_bytes, (int64_t)((end - start) * MIA_SLICE_SIZE),
                        __ATOMIC_RELAXED);
+    seg->dirty_mask &= ~slice_bits(start, end - start);
     dirty_free &= ~slice_bits(start, end - start);
   }
-  seg->dirty_mask &= seg->used_mask;
-  seg->purge_at = 0;
+  long delay = mia_option_get_fast(mi_option_purge_delay);
+  seg->purge_at = seg->purge_mask != 0 && delay >= 0 ? now + (uint64_t)delay : 0;
 }
 
-/* Purge the free slices of this thread's segments whose delay has passed. */
+/* Purge the free slices of this thread's segments whose delay has passed;
+ * with force, everything free, and empty segments go back to the arena. */
 void mia_segments_purge(mia_tld_t *tld, bool force) {
   uint64_t now = mia_prim_clock_ms();
   bool lazy = mia_option_get_fast(mi_option_purge_decommits) == 0;
   uint64_t next = 0;
-  for (mia_segment_t *seg = tld->segments; seg != NULL; seg = seg->next) {
-    if (seg->purge_at == 0) continue;
-    if (force || now >= seg->purge_at) mia_segment_purge(seg, lazy);
-    else if (next == 0 || seg->purge_at < next) next = seg->purge_at;
+  mia_segment_t *seg = tld->segments;
+  while (seg != NULL) {
+    mia_segment_t *following = seg->next;
+    if (force && seg->used_mask == 1) {
+      mia_segment_release(tld, seg);
+    } else if (force || (seg->purge_at != 0 && now >= seg->purge_at)) {
+      mia_segment_purge(seg, lazy, force, now);
+    }
+    seg = following;
   }
+  for (seg = tld->segments; seg != NULL; seg = seg->next)
+    if (seg->purge_at != 0 && (next == 0 || seg->purge_at < next)) next = seg->purge_at;
   tld->next_purge_check = next;
   mia_arenas_purge(tld->subproc, force);
 }

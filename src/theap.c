@@ -196,17 +196,18 @@ void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) {
   return block;
 }
 
-/* Called when a page's last block came back.  The only page of a bin stays
- * (the program is likely to allocate that size again soon); others go back
- * to the segment so another size can use the memory. */
+/* Called when a page's last block came back.  The bin's current page stays;
+ * others go back to the segment so another size can use the memory. */
 void mia_page_retire(mia_page_t *page) {
   mia_theap_t *theap = atomic_load_explicit(&page->theap, memory_order_relaxed);
   if (page->flags & MIA_PAGE_IN_FULL) {
     queue_remove(&theap->full, page);
     mia_page_set_flag(page, MIA_PAGE_IN_FULL, false);
   } else {
+    /* the page malloc is using stays: the program is likely to allocate
+     * this size again at once */
     mia_page_queue_t *pq = &theap->pages[page->bin];
-    if (pq->first == page && page->next == NULL) return;
+    if (pq->first == page) return;
     queue_remove(pq, page);
     if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
   }

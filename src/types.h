@@ -101,6 +101,7 @@ struct mia_segment_s {
   size_t size;                   /* bytes of the whole segment (span) */
   uint64_t used_mask;            /* slices holding pages (bit 0: metadata) */
   uint64_t dirty_mask;           /* slices touched since their last purge */
+  uint64_t purge_mask;           /* free dirty slices already waited a delay */
   uint64_t purge_at;             /* ms deadline to purge dirty free slices */
   bool is_huge;
   bool in_full_list;
