@@ -33,7 +33,7 @@ bool mia_page_extend(mia_page_t *page) {
   if (page->capacity >= page->reserved) return false;
   size_t bsize = page->block_size;
   size_t n = MIA_EXTEND_BYTES / bsize;
-  if (n == 0) n = 1;
+  if (n < 4) n = 4;   /* big blocks: still a few per slow-path visit */
   if (n > page->reserved - page->capacity) n = page->reserved - page->capacity;
   uint8_t *first = page->start + (size_t)page->capacity * bsize;
   uint8_t *b = first;

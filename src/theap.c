@@ -48,6 +48,14 @@ static void queue_push_front(mia_page_queue_t *pq, mia_page_t *page) {
   pq->first = page;
 }
 
+static void queue_push_back(mia_page_queue_t *pq, mia_page_t *page) {
+  page->next = NULL;
+  page->prev = pq->last;
+  if (pq->last) pq->last->next = page;
+  else pq->first = page;
+  pq->last = page;
+}
+
 static void mia_page_set_flag(mia_page_t *page, uint8_t flag, bool on) {
   uint8_t flags = on ? (uint8_t)(page->flags | flag) : (uint8_t)(page->flags & ~flag);
   __atomic_store_n(&page->flags, flags, __ATOMIC_SEQ_CST);
@@ -67,11 +75,16 @@ static bool mia_page_to_full(mia_theap_t *theap, mia_page_t *page) {
   return true;
 }
 
+/* A page leaving the full list goes to the back of its queue: the current
+ * page keeps serving, and this one gathers more free blocks before it is
+ * used again (at the front it would fill up at once and bounce back). */
 static void mia_page_from_full(mia_theap_t *theap, mia_page_t *page) {
+  mia_page_queue_t *pq = &theap->pages[page->bin];
   queue_remove(&theap->full, page);
   mia_page_set_flag(page, MIA_PAGE_IN_FULL, false);
-  queue_push_front(&theap->pages[page->bin], page);
-  if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
+  bool was_empty = pq->first == NULL;
+  queue_push_back(pq, page);
+  if (was_empty && page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
 }
 
 /* A local free hit a page in the full list: it has a free block again. */
@@ -175,17 +188,24 @@ void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
+  uint8_t bin = 0;
+  mia_page_t *page = NULL;
+  if (mia_likely(size <= MIA_LARGE_MAX)) {
+    /* sizes above the direct table whose current page has a free block */
+    bin = mia_bin_of(size);
+    page = theap->pages[bin].first;
+    if (page != NULL && page->free != NULL) goto pop;
+  }
   theap->slow_calls++;
   if (atomic_load_explicit(&theap->remote_pages, memory_order_relaxed) != NULL)
     mia_theap_process_remote(theap);
   if (size > MIA_LARGE_MAX) return mia_malloc_huge(theap, size, zero);
-
-  uint8_t bin = mia_bin_of(size);
-  mia_page_t *page = mia_find_free_page(theap, bin);
+  page = mia_find_free_page(theap, bin);
   if (page == NULL) {
     errno = ENOMEM;
     return NULL;
   }
+pop:;
   mia_block_t *block = page->free;
   page->free = mia_block_next(page, block);
   page->used++;
