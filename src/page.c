@@ -18,7 +18,7 @@ void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zer
   page->reserved = (uint32_t)((page->slice_count * MIA_SLICE_SIZE) / block_size);
   page->capacity = 0;
   page->used = 0;
-  page->free = page->local_free = page->stash = NULL;
+  page->free = page->local_free = NULL;
   atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
   page->flags = 0;
   page->is_zero_init = is_zero;

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "mialloc.h"
 
 #define MIA_WORD_SIZE        8
@@ -61,8 +62,8 @@ enum {
 };
 
 typedef struct mia_page_s {
-  /* fast-path fields first: malloc touches free/used, free touches free_key,
-   * local_free and used, all in the first cache line */
+  /* first cache line: what the owner's fast paths touch (malloc: free,
+   * used; free: free_key, local_free, used) and what a remote free reads */
   mia_block_t *free;             /* blocks the allocation fast path pops */
   uint32_t used;                 /* blocks handed out, not yet freed locally */
   uint32_t capacity;             /* blocks carved out of the page so far */
@@ -70,7 +71,6 @@ typedef struct mia_page_s {
   mia_block_t *local_free;       /* blocks freed by the owner */
   size_t block_size;
   uint8_t *start;                /* first block */
-  _Atomic(uintptr_t) thread_free;/* blocks freed by other threads (LIFO) */
   uint32_t reserved;             /* blocks that fit in the page */
   uint16_t slice_count;          /* slices this page spans */
   uint8_t bin;
@@ -78,14 +78,18 @@ typedef struct mia_page_s {
   bool free_is_zero;             /* free list holds only never-used memory */
   bool is_zero_init;             /* memory came zeroed from the OS */
   bool is_huge;
+  /* second cache line: written by other threads (remote frees), so the
+   * owner's fast-path line does not bounce between cores on every one */
+  _Atomic(uintptr_t) thread_free __attribute__((aligned(64)));  /* remote frees (LIFO) */
+  _Atomic(int) remote_queued;    /* 1 while on the owner's remote list */
+  struct mia_page_s *remote_next;
   _Atomic(mia_theap_t *) theap;  /* owner; read by remote freers to notify */
   struct mia_page_s *next;       /* theap queue links */
   struct mia_page_s *prev;
-  mia_block_t *stash;            /* rest of the free list past a sample point */
-  _Atomic(int) remote_queued;    /* 1 while on the owner's remote list */
-  struct mia_page_s *remote_next;
-  uintptr_t keys[2];             /* secure mode: free-list encoding keys */
-} mia_page_t;
+#if MIALLOC_SECURE
+  uintptr_t keys[2];             /* free-list encoding keys */
+#endif
+} __attribute__((aligned(64))) mia_page_t;
 
 typedef struct mia_page_queue_s {
   mia_page_t *first;
