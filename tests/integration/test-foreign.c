@@ -11,6 +11,7 @@
 
 /* the compiler sees through these misuses; they are the point of the test */
 #pragma GCC diagnostic ignored "-Wpragmas"
+#pragma GCC diagnostic ignored "-Wunknown-warning-option"
 #pragma GCC diagnostic ignored "-Wfree-nonheap-object"
 #pragma GCC diagnostic ignored "-Wuse-after-free"
 
