@@ -186,8 +186,10 @@ mia_export void mi_process_done(void) {
  * this (or after our library is "finalised") keep working. */
 __attribute__((constructor(101))) static void mia_constructor(void) {
   mi_thread_init();
-  mia_verbose("active (%s)\n", mi_is_redirected() ? "malloc is redirected to mialloc"
-                                                   : "mi_ API only; malloc is not redirected");
+  /* only when asked: mi_is_redirected calls dlsym */
+  if (mia_option_get_fast(mi_option_verbose))
+    mia_verbose("active (%s)\n", mi_is_redirected() ? "malloc is redirected to mialloc"
+                                                     : "mi_ API only; malloc is not redirected");
 }
 
 __attribute__((destructor(101))) static void mia_destructor(void) { mi_process_done(); }
