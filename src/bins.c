@@ -11,5 +11,3 @@ void mia_bins_init(void) {
   }
   mia_bin_size[MIA_BIN_HUGE] = MIA_LARGE_MAX + 1;
 }
-
-_Static_assert(MIA_DIRECT_SIZE_MAX == 1024, "MIA_DIRECT_BIN_MAX assumes 1 KiB");

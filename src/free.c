@@ -26,8 +26,14 @@ static void mia_page_unfull(mia_page_t *page) {
   mia_theap_collect_page_from_full(theap, page);
 }
 
-/* Free a block (its start) without the remote-free cache. */
-void mia_free_block_uncached(mia_page_t *page, mia_block_t *block) {
+void mia_free_generic(mia_page_t *page, void *p) {
+  if (page->is_huge) {
+    mia_huge_page_free(page);
+    return;
+  }
+  mia_block_t *block = (mia_block_t *)p;
+  if (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED))
+    block = (mia_block_t *)mia_page_block_start(page, p);
   uintptr_t owner = page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
   if (owner != 0 && owner == mia_prim_thread_id()) {
     mia_block_set_next(page, block, page->local_free);
@@ -38,23 +44,6 @@ void mia_free_block_uncached(mia_page_t *page, mia_block_t *block) {
     return;
   }
   mia_free_remote(page, block);
-}
-
-void mia_free_generic(mia_page_t *page, void *p) {
-  if (page->is_huge) {
-    mia_huge_page_free(page);
-    return;
-  }
-  mia_block_t *block = (mia_block_t *)p;
-  if (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED))
-    block = (mia_block_t *)mia_page_block_start(page, p);
-  uintptr_t owner = page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
-  if (owner != mia_prim_thread_id() && !(page->flags & MIA_PAGE_HAS_SAMPLED)) {
-    /* another thread's block: keep it for our own next malloc of the size */
-    mia_theap_t *theap = mia_theap_get();
-    if (theap != &mia_theap_empty && mia_theap_cache_push(theap, page, block)) return;
-  }
-  mia_free_block_uncached(page, block);
 }
 
 mia_export void mi_free_size(void *p, size_t size) {

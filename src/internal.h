@@ -140,8 +140,6 @@ void mia_theap_abandon(mia_theap_t *theap);
 void mia_theap_queue_page(mia_theap_t *theap, mia_page_t *page);
 void mia_theap_process_remote(mia_theap_t *theap);
 void mia_theap_collect_page_from_full(mia_theap_t *theap, mia_page_t *page);
-bool mia_theap_cache_push(mia_theap_t *theap, const mia_page_t *page, mia_block_t *block);
-void mia_theap_cache_flush(mia_theap_t *theap);
 
 /* ---- segments (segment.c) ---- */
 mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices);
@@ -179,7 +177,6 @@ void mia_stats_print_at_exit(void);
 void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size_t offset, bool zero);
 void *mia_realloc_zero(void *p, size_t newsize, bool zero);
 void mia_free_generic(mia_page_t *page, void *p) mia_noinline;
-void mia_free_block_uncached(mia_page_t *page, mia_block_t *block);
 void mia_free_invalid(void *p) mia_cold;
 size_t mia_usable_size(const void *p);
 

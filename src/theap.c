@@ -16,16 +16,6 @@ void mia_theap_init(mia_theap_t *theap, mia_tld_t *tld) {
   memset(theap, 0, sizeof *theap);
   for (size_t w = 0; w <= MIA_DIRECT_WSIZE_MAX; w++) theap->pages_direct[w] = &mia_page_empty;
   for (size_t b = 1; b <= MIA_BIN_HUGE; b++) theap->pages[b].block_size = mia_bin_size[b];
-  for (size_t b = 1; b <= MIA_DIRECT_BIN_MAX; b++) {
-    mia_page_t *cache = &theap->remote_cache[b];
-    cache->is_cache = true;
-    cache->bin = (uint8_t)b;
-    cache->block_size = mia_bin_size[b];
-#if MIALLOC_SECURE
-    mia_prim_random_buf(cache->keys, sizeof cache->keys);
-    cache->keys[0] |= 1;
-#endif
-  }
   theap->tld = tld;
   theap->tid = mia_prim_thread_id();
 }
@@ -39,50 +29,7 @@ static void mia_theap_update_direct(mia_theap_t *theap, uint8_t bin) {
   }
   size_t lo = bin == 1 ? 0 : mia_bin_size[bin - 1] / MIA_WORD_SIZE + 1;
   mia_page_t *page = theap->pages[bin].first != NULL ? theap->pages[bin].first : &mia_page_empty;
-  if (theap->remote_cache[bin].free != NULL) page = &theap->remote_cache[bin];
   for (size_t w = lo; w <= hi; w++) theap->pages_direct[w] = page;
-}
-
-/* ---- the remote-free cache ----
- * A block of another thread's page that this thread frees is kept (up to a
- * few KiB per size) and handed out by this thread's next malloc of that
- * size: it is hot in this core's cache, where sending it back to its owner
- * would make both threads miss on it.  The block stays counted as used in
- * its page until someone frees it for good.  The cache is a pseudo-page the
- * direct table points at while it holds blocks, so the malloc fast path is
- * unchanged. */
-#define MIA_CACHE_BYTES (16 * 1024)
-#define MIA_CACHE_MAX_BLOCKS 256
-
-bool mia_theap_cache_push(mia_theap_t *theap, const mia_page_t *page, mia_block_t *block) {
-  if (page->bin > MIA_DIRECT_BIN_MAX) return false;
-  mia_page_t *cache = &theap->remote_cache[page->bin];
-  if (cache->free == NULL) cache->capacity = cache->used = 0;
-  uint32_t held = cache->capacity - cache->used;   /* pushes minus fast-path pops */
-  if (held >= MIA_CACHE_MAX_BLOCKS || held * cache->block_size >= MIA_CACHE_BYTES) return false;
-  bool was_empty = cache->free == NULL;
-  mia_block_set_next(cache, block, cache->free);
-  cache->free = block;
-  cache->capacity++;
-  if (was_empty) mia_theap_update_direct(theap, page->bin);
-  return true;
-}
-
-/* Give every cached block back to its page (thread exit, mi_collect). */
-void mia_theap_cache_flush(mia_theap_t *theap) {
-  for (size_t bin = 1; bin <= MIA_DIRECT_BIN_MAX; bin++) {
-    mia_page_t *cache = &theap->remote_cache[bin];
-    mia_block_t *block = cache->free;
-    cache->free = NULL;
-    cache->capacity = cache->used = 0;
-    mia_theap_update_direct(theap, (uint8_t)bin);
-    while (block != NULL) {
-      mia_block_t *next = mia_block_next(cache, block);
-      mia_page_t *page = mia_page_of(block);
-      if (page != NULL) mia_free_block_uncached(page, block);
-      block = next;
-    }
-  }
 }
 
 static void queue_remove(mia_page_queue_t *pq, mia_page_t *page) {
@@ -243,10 +190,6 @@ void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) {
   }
   uint8_t bin = 0;
   mia_page_t *page = NULL;
-  if (size <= MIA_DIRECT_SIZE_MAX && theap->pages_direct[mia_wsize(size)]->is_cache) {
-    /* the remote-free cache ran dry: back to the bin's pages */
-    mia_theap_update_direct(theap, theap->pages_direct[mia_wsize(size)]->bin);
-  }
   if (mia_likely(size <= MIA_LARGE_MAX)) {
     /* sizes above the direct table whose current page has a free block */
     bin = mia_bin_of(size);
@@ -293,7 +236,7 @@ void mia_page_retire(mia_page_t *page) {
 }
 
 /* Collect every page; free the empty ones (all of them when force). */
-static void mia_theap_free_empty_pages(mia_theap_t *theap, bool force) {
+void mia_theap_collect(mia_theap_t *theap, bool force) {
   mia_theap_process_remote(theap);
   for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++) {
     mia_page_t *page = theap->pages[bin].first;
@@ -323,23 +266,13 @@ static void mia_theap_free_empty_pages(mia_theap_t *theap, bool force) {
     }
     page = next;
   }
-}
-
-/* mi_collect: empty pages back to their segments, then purge what waited
- * long enough (everything when force). */
-void mia_theap_collect(mia_theap_t *theap, bool force) {
-  mia_theap_cache_flush(theap);
-  mia_theap_free_empty_pages(theap, force);
   mia_segments_purge(theap->tld, force);
 }
 
 /* Thread exit: give back every empty page, then leave the rest (pages with
  * live blocks) to be reclaimed by other threads. */
 void mia_theap_abandon(mia_theap_t *theap) {
-  /* no purge here: a program starting threads over and over would fault
-   * the same memory in again each time; the arenas purge it on time */
-  mia_theap_cache_flush(theap);
-  mia_theap_free_empty_pages(theap, true);
+  mia_theap_collect(theap, true);
   for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++) {
     theap->pages[bin].first = theap->pages[bin].last = NULL;
     if (bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, (uint8_t)bin);

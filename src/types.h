@@ -33,7 +33,6 @@
 #define MIA_MEDIUM_PAGE_SLICES 8
 
 #define MIA_DIRECT_WSIZE_MAX 128                 /* direct table: sizes <= 1 KiB */
-#define MIA_DIRECT_BIN_MAX   21                  /* the bin of 1 KiB */
 #define MIA_DIRECT_SIZE_MAX  (MIA_DIRECT_WSIZE_MAX * MIA_WORD_SIZE)
 #define MIA_BIN_COUNT        57                  /* bins 1..57; 0 unused */
 #define MIA_BIN_HUGE         (MIA_BIN_COUNT + 1)
@@ -79,7 +78,6 @@ typedef struct mia_page_s {
   bool free_is_zero;             /* free list holds only never-used memory */
   bool is_zero_init;             /* memory came zeroed from the OS */
   bool is_huge;
-  bool is_cache;                 /* a theap's remote-free cache, not a real page */
   /* second cache line: written by other threads (remote frees), so the
    * owner's fast-path line does not bounce between cores on every one */
   _Atomic(uintptr_t) thread_free __attribute__((aligned(64)));  /* remote frees (LIFO) */
@@ -166,7 +164,6 @@ struct mia_theap_s {
   mia_page_t *pages_direct[MIA_DIRECT_WSIZE_MAX + 1];  /* first: reached in one load */
   mia_page_queue_t pages[MIA_BIN_HUGE + 1];
   mia_page_queue_t full;
-  mia_page_t remote_cache[MIA_DIRECT_BIN_MAX + 1];  /* other threads' blocks we freed */
   uintptr_t tid;
   mia_tld_t *tld;
   _Atomic(mia_page_t *) remote_pages;  /* full pages that got remote frees */
