@@ -282,7 +282,11 @@ static mia_page_t *mia_segment_next_page(mia_segment_t *seg, size_t *idx) {
  * is left holds live blocks.  Unowned pages (free_key 0) send every free to
  * the atomic thread_free list until another thread reclaims the segment. */
 void mia_segments_abandon(mia_tld_t *tld) {
-  mia_segments_purge(tld, true);
+  /* empty segments go straight back to their arena (purged there on time) */
+  for (mia_segment_t *seg = tld->segments, *next; seg != NULL; seg = next) {
+    next = seg->next;
+    if (seg->used_mask == 1) mia_segment_release(tld, seg);
+  }
   mia_segment_t *lists[2] = {tld->segments, tld->segments_full};
   tld->segments = tld->segments_full = NULL;
   mia_subproc_t *sp = tld->subproc;

@@ -236,7 +236,7 @@ void mia_page_retire(mia_page_t *page) {
 }
 
 /* Collect every page; free the empty ones (all of them when force). */
-void mia_theap_collect(mia_theap_t *theap, bool force) {
+static void mia_theap_free_empty_pages(mia_theap_t *theap, bool force) {
   mia_theap_process_remote(theap);
   for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++) {
     mia_page_t *page = theap->pages[bin].first;
@@ -266,13 +266,21 @@ void mia_theap_collect(mia_theap_t *theap, bool force) {
     }
     page = next;
   }
+}
+
+/* mi_collect: empty pages back to their segments, then purge what waited
+ * long enough (everything when force). */
+void mia_theap_collect(mia_theap_t *theap, bool force) {
+  mia_theap_free_empty_pages(theap, force);
   mia_segments_purge(theap->tld, force);
 }
 
 /* Thread exit: give back every empty page, then leave the rest (pages with
  * live blocks) to be reclaimed by other threads. */
 void mia_theap_abandon(mia_theap_t *theap) {
-  mia_theap_collect(theap, true);
+  /* no purge here: a program starting threads over and over would fault
+   * the same memory in again each time; the arenas purge it on time */
+  mia_theap_free_empty_pages(theap, true);
   for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++) {
     theap->pages[bin].first = theap->pages[bin].last = NULL;
     if (bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, (uint8_t)bin);
