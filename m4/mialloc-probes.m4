@@ -78,7 +78,7 @@ _PROBE
 #if !defined(__x86_64__) || !defined(__GLIBC__)
 #error "fixed slot only known for glibc on x86-64"
 #endif
-static void *get(void) { void *v; __asm__("mov %%fs:0x40, %0" : "=r"(v)); return v; }
+static void *get(void) { void *v; __asm__ volatile("mov %%fs:0x40, %0" : "=r"(v)); return v; }
 static void set(void *v) { __asm__ volatile("mov %0, %%fs:0x40" :: "r"(v) : "memory"); }
 static void *thread_main(void *arg) {
   if (get() != 0) return (void *)1;

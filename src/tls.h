@@ -23,7 +23,8 @@ static inline void mia_theap_set(mia_theap_t *theap) { mia_theap_default = theap
  * from the empty theap makes zero mean "not initialised" with no branch. */
 static inline mia_theap_t *mia_theap_get(void) {
   uintptr_t off;
-  __asm__("mov %%fs:0x40, %0" : "=r"(off));
+  /* volatile: the compiler must not reuse a value read before a set */
+  __asm__ volatile("mov %%fs:0x40, %0" : "=r"(off));
   return (mia_theap_t *)((uintptr_t)&mia_theap_empty + off);
 }
 static inline void mia_theap_set(mia_theap_t *theap) {
