@@ -197,6 +197,7 @@ __attribute__((destructor(101))) static void mia_destructor(void) { mi_process_d
 mia_export void mi_collect(bool force) {
   mia_theap_t *theap = mia_theap_get();
   if (theap == &mia_theap_empty) return;
+  mia_deferred_free(theap, force);
   mia_theap_collect(theap, force);
   if (force) {
     /* abandoned segments may hold nothing but freed blocks by now */
@@ -206,6 +207,26 @@ mia_export void mi_collect(bool force) {
     mia_theap_collect(theap, true);
   }
   mia_arenas_purge(&mia_subproc_main, force);
+}
+
+/* ---- the deferred-free callback: the program may free its own cached
+ * memory when we are about to ask for more ---- */
+static mi_deferred_free_fun *_Atomic mia_deferred_fun;
+static void *_Atomic mia_deferred_arg;
+static _Atomic(unsigned long long) mia_heartbeat;
+
+mia_export void mi_register_deferred_free(mi_deferred_free_fun *fun, void *arg) {
+  atomic_store(&mia_deferred_arg, arg);
+  atomic_store(&mia_deferred_fun, fun);
+}
+
+void mia_deferred_free(mia_theap_t *theap, bool force) {
+  mi_deferred_free_fun *fun = atomic_load(&mia_deferred_fun);
+  unsigned long long beat = atomic_fetch_add(&mia_heartbeat, 1) + 1;
+  if (fun == NULL || theap->in_deferred) return;
+  theap->in_deferred = true;   /* the callback may call free (or malloc) */
+  fun(force, beat, atomic_load(&mia_deferred_arg));
+  theap->in_deferred = false;
 }
 
 mia_export int mi_version(void) { return MI_MALLOC_VERSION; }

@@ -127,6 +127,7 @@ void mia_theap_process_remote(mia_theap_t *theap) {
 /* A fresh page for this bin from the thread's segments. */
 static mia_page_t *mia_page_fresh(mia_theap_t *theap, uint8_t bin) {
   size_t bsize = mia_bin_size[bin];
+  mia_deferred_free(theap, false);
   mia_page_t *page = mia_segment_page_alloc(theap->tld, mia_page_slices_for(bsize));
   if (page == NULL) return NULL;
   mia_page_init(page, bsize, bin, page->is_zero_init);

@@ -169,6 +169,7 @@ struct mia_theap_s {
   _Atomic(mia_page_t *) remote_pages;  /* full pages that got remote frees */
   int64_t sample_countdown;       /* profiler: bytes until the next sample */
   uint64_t slow_calls;
+  bool in_deferred;               /* inside the deferred-free callback */
   mia_stats_t stats;
 };
 

@@ -989,6 +989,37 @@ static void test_options(void) {
   TAP_OK(ar > 0, "mi_option_get_size(arena_reserve) > 0 (%zu)", ar);
 }
 
+/* mi_register_deferred_free: called when the allocator needs more pages
+ * (force false) and from mi_collect(true) (force true), with a heartbeat
+ * that grows. */
+static int deferred_calls, deferred_forced;
+static unsigned long long deferred_last_beat;
+static bool deferred_beats_grow = true;
+static void deferred_cb(bool force, unsigned long long heartbeat, void *arg) {
+  if (arg != &deferred_calls) return;
+  deferred_calls++;
+  if (force) deferred_forced++;
+  if (heartbeat <= deferred_last_beat) deferred_beats_grow = false;
+  deferred_last_beat = heartbeat;
+}
+
+static void test_deferred_free(void) {
+  mi_register_deferred_free(deferred_cb, &deferred_calls);
+  void *blocks[2000];
+  for (int i = 0; i < 2000; i++) blocks[i] = malloc(2000 + (size_t)(i % 7) * 1000);
+  for (int i = 0; i < 2000; i++) free(blocks[i]);
+  int before_collect = deferred_calls;
+  mi_collect(true);
+  mi_register_deferred_free(NULL, NULL);
+  TAP_OK(before_collect > 0, "deferred-free callback runs when new pages are needed (%d calls)", before_collect);
+  TAP_OK(deferred_forced == 1, "mi_collect(true) calls it with force (%d)", deferred_forced);
+  TAP_OK(deferred_beats_grow, "the heartbeat grows from call to call");
+  int after = deferred_calls;
+  for (int i = 0; i < 2000; i++) blocks[i] = malloc(3000);
+  for (int i = 0; i < 2000; i++) free(blocks[i]);
+  TAP_OK(deferred_calls == after, "no calls after unregistering");
+}
+
 int main(void) {
   test_identity();
   test_basic_std();
@@ -1004,5 +1035,6 @@ int main(void) {
   test_new_family();
   test_misc();
   test_options();
+  test_deferred_free();
   return tap_done();
 }
