@@ -118,6 +118,7 @@ mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, size_t count, bool *i
   }
   mia_unlock(&sp->lock);
   mia_segment_t *segment = (mia_segment_t *)(arena->base + idx * MIA_SEGMENT_SIZE);
+  mia_stat_add(&mia_stats_global.segments, (int64_t)count);
   *is_zero = zero;
   return segment;
 }
@@ -142,6 +143,7 @@ void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count) {
     bit_clear(arena->used_map, i);
     bit_set(arena->dirty_map, i);
   }
+  mia_stat_add(&mia_stats_global.segments, -(int64_t)count);
   if (arena->purge_at == 0 && delay != UINT64_MAX) arena->purge_at = mia_prim_clock_ms() + delay;
   mia_unlock(&sp->lock);
   if (delay == 0) mia_arenas_purge(sp, false);
@@ -195,6 +197,7 @@ bool mia_arena_extend_segments(mia_segment_t *segment, size_t count, size_t extr
   for (size_t i = idx; ok && i < idx + extra; i++) ok = !bit_get(arena->used_map, i);
   bool zero = true;
   if (ok) {
+    mia_stat_add(&mia_stats_global.segments, (int64_t)extra);
     for (size_t i = idx; i < idx + extra; i++) {
       if (bit_get(arena->dirty_map, i)) zero = false;
       bit_clear(arena->dirty_map, i);

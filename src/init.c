@@ -155,7 +155,6 @@ static void mia_thread_done_theap(mia_theap_t *theap) {
   tld->is_done = true;
   mia_theap_set(&mia_theap_empty);
   mia_theap_abandon(theap);
-  mia_stats_merge_from(&theap->stats);
   mia_stat_add(&mia_stats_global.threads, -1);
   mia_thread_data_free((mia_thread_data_t *)tld);
 }

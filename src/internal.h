@@ -171,7 +171,6 @@ uint64_t mia_arenas_next_purge(mia_subproc_t *sp);
 /* ---- statistics (stats.c) ---- */
 extern mia_stats_t mia_stats_global;
 void mia_stat_add(mia_stat_count_t *c, int64_t amount);
-void mia_stats_merge_from(mia_stats_t *stats);
 void mia_stats_print_at_exit(void);
 
 /* ---- allocation helpers shared by the API files ---- */

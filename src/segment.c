@@ -60,14 +60,12 @@ static mia_segment_t *mia_segment_new(mia_tld_t *tld, size_t count) {
   seg->tld = tld;
   list_push(&tld->segments, seg);
   tld->segment_count++;
-  mia_stat_add(&tld->theap_default->stats.segments, 1);
   return seg;
 }
 
 static void mia_segment_release(mia_tld_t *tld, mia_segment_t *seg) {
   list_remove(seg->in_full_list ? &tld->segments_full : &tld->segments, seg);
   tld->segment_count--;
-  mia_stat_add(&tld->theap_default->stats.segments, -1);
   mia_arena_free_segments(seg->subproc, seg, 1);
 }
 
@@ -339,7 +337,6 @@ bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out) {
   list_push(full ? &tld->segments_full : &tld->segments, seg);
   seg->in_full_list = full;
   tld->segment_count++;
-  mia_stat_add(&tld->theap_default->stats.segments, 1);
   __atomic_fetch_add(&mia_stats_global.reclaimed_segments, 1, __ATOMIC_RELAXED);
   mia_theap_t *theap = tld->theap_default;
   size_t idx = 1;

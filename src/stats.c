@@ -17,18 +17,6 @@ void mia_stat_add(mia_stat_count_t *c, int64_t amount) {
   }
 }
 
-static void mia_count_merge(mia_stat_count_t *to, mia_stat_count_t *from) {
-  __atomic_fetch_add(&to->current, from->current, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&to->total, from->total, __ATOMIC_RELAXED);
-  if (from->peak > to->peak) to->peak = from->peak;
-  memset(from, 0, sizeof *from);
-}
-
-void mia_stats_merge_from(mia_stats_t *stats) {
-  mia_count_merge(&mia_stats_global.segments, &stats->segments);
-  mia_count_merge(&mia_stats_global.pages, &stats->pages);
-}
-
 mia_export void mi_stats_reset(void) {
   memset(&mia_stats_global, 0, sizeof mia_stats_global);
 }
@@ -64,14 +52,20 @@ mia_export void mi_stats_print_out(mi_output_fun *out, void *arg) {
   mia_stats_t *s = &mia_stats_global;
   size_t elapsed, user, sys, rss, peak, commit, peak_commit, faults;
   mi_process_info(&elapsed, &user, &sys, &rss, &peak, &commit, &peak_commit, &faults);
-  char a[32], b[32], c[32];
-  mia_output_to(out, arg, "mialloc statistics (version %d)\n", mi_version());
+  char a[32], b[32];
+  int v = mi_version();
+  mia_output_to(out, arg, "mialloc statistics (version %d.%d.%d)\n", v / 100, (v / 10) % 10, v % 10);
   mia_output_to(out, arg, "  arenas reserved : %zu (address space)\n", mia_subproc_main.arena_count);
   mia_fmt_size(a, sizeof a, (int64_t)mia_arena_reserved_total());
   mia_output_to(out, arg, "  reserved        : %s\n", a);
-  mia_output_to(out, arg, "  segments        : %lld live in exited threads' merge, %lld abandoned, %lld reclaimed\n",
-                (long long)s->segments.current, (long long)s->abandoned_segments,
-                (long long)s->reclaimed_segments);
+  mia_fmt_size(a, sizeof a, s->segments.current * (int64_t)MIA_SEGMENT_SIZE);
+  mia_fmt_size(b, sizeof b, s->segments.peak * (int64_t)MIA_SEGMENT_SIZE);
+  mia_output_to(out, arg, "  segments        : %lld in use (%s), peak %lld (%s)\n",
+                (long long)s->segments.current, a, (long long)s->segments.peak, b);
+  mia_output_to(out, arg, "  pages           : %lld in use, peak %lld, %lld made\n",
+                (long long)s->pages.current, (long long)s->pages.peak, (long long)s->pages.total);
+  mia_output_to(out, arg, "  exited threads  : %lld segments abandoned, %lld reclaimed\n",
+                (long long)s->abandoned_segments, (long long)s->reclaimed_segments);
   mia_fmt_size(a, sizeof a, s->huge.peak);
   mia_output_to(out, arg, "  huge allocations: %lld total, %lld live (peak %s live)\n",
                 (long long)s->huge_blocks.total, (long long)s->huge_blocks.current, a);
@@ -84,7 +78,6 @@ mia_export void mi_stats_print_out(mi_output_fun *out, void *arg) {
   mia_fmt_size(b, sizeof b, (int64_t)peak);
   mia_output_to(out, arg, "  process         : elapsed %zu.%03zu s, user %zu.%03zu s, system %zu.%03zu s\n",
                 elapsed / 1000, elapsed % 1000, user / 1000, user % 1000, sys / 1000, sys % 1000);
-  mia_fmt_size(c, sizeof c, 0);
   mia_output_to(out, arg, "  memory          : rss %s, peak rss %s, page faults %zu\n", a, b, faults);
 }
 

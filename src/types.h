@@ -170,7 +170,6 @@ struct mia_theap_s {
   int64_t sample_countdown;       /* profiler: bytes until the next sample */
   uint64_t slow_calls;
   bool in_deferred;               /* inside the deferred-free callback */
-  mia_stats_t stats;
 };
 
 struct mia_subproc_s {
