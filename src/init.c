@@ -10,7 +10,6 @@
 #include "internal.h"
 #include "tls.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -185,7 +184,7 @@ mia_export void mi_process_done(void) {
  * this (or after our library is "finalised") keep working. */
 __attribute__((constructor(101))) static void mia_constructor(void) {
   mi_thread_init();
-  /* only when asked: mi_is_redirected calls dlsym */
+  /* only when asked: mi_is_redirected allocates through libc */
   if (mia_option_get_fast(mi_option_verbose))
     mia_verbose("active (%s)\n", mi_is_redirected() ? "malloc is redirected to mialloc"
                                                      : "mi_ API only; malloc is not redirected");
@@ -230,9 +229,18 @@ void mia_deferred_free(mia_theap_t *theap, bool force) {
 
 mia_export int mi_version(void) { return MI_MALLOC_VERSION; }
 
+/* Ask a libc function that allocates internally: its block is ours exactly
+ * when the process's malloc is ours.  (Comparing symbol addresses fails when
+ * the executable's PLT entry is the canonical address of malloc.)  Called
+ * through a volatile pointer so the compiler cannot turn it into our own
+ * malloc; if the block is not ours it is left alone (we cannot know whose
+ * free to use), a few bytes once. */
 mia_export bool mi_is_redirected(void) {
-  void *libc_malloc = dlsym(RTLD_DEFAULT, "malloc");
-  return libc_malloc == mia_override_malloc_address();
+  char *(*volatile dup)(const char *) = strdup;
+  char *p = dup("m");
+  bool ours = p != NULL && mia_page_of(p) != NULL;
+  if (ours) mi_free(p);
+  return ours;
 }
 
 mia_export bool mi_is_in_heap_region(const void *p) { return mia_page_of(p) != NULL; }

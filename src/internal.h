@@ -55,7 +55,6 @@ void mia_process_init(void);
 mia_theap_t *mia_thread_init_slow(void);
 uint64_t mia_process_start(void);
 void mia_deferred_free(mia_theap_t *theap, bool force);
-void *mia_override_malloc_address(void);
 
 /* ---- the page map (pagemap.c) ---- */
 #define MIA_MAP_TOP_SHIFT 36     /* one leaf per 64 GiB */

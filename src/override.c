@@ -103,13 +103,3 @@ mia_export struct mallinfo mallinfo(void) {
   m.uordblks = mia_clamp_int(m2.uordblks);
   return m;
 }
-
-/* A hidden alias is bound inside this library: its address is our malloc's
- * even when another allocator's malloc wins the process-wide lookup (where
- * &malloc, through the GOT, would give the winner). */
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 9
-extern void *mia_malloc_self(size_t size) __attribute__((alias("malloc"), copy(malloc), visibility("hidden")));
-#else
-extern void *mia_malloc_self(size_t size) __attribute__((alias("malloc"), visibility("hidden")));
-#endif
-void *mia_override_malloc_address(void) { return (void *)&mia_malloc_self; }

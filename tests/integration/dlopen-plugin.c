@@ -12,5 +12,6 @@ __attribute__((visibility("default"))) int plugin_work(void) {
     if (!mi_is_in_heap_region(p)) ok = 0;
     mi_free(p);
   }
-  return ok;
+  /* loaded with RTLD_LOCAL by a program on glibc's malloc: not redirected */
+  return ok && !mi_is_redirected();
 }
