@@ -113,8 +113,8 @@ void mia_process_init(void) {
   pthread_key_create(&mia_theap_key, mia_thread_done_cb);
   mia_cpu_detect();
   atomic_store(&mia_process_state, 2);
-  mia_verbose("process init: version %d, tls model %s, page size %zu, numa nodes %zu, "
-              "transparent huge pages %s\n", mi_version(), MIALLOC_TLS_MODEL_NAME,
+  mia_verbose("process init: version %s, tls model %s, page size %zu, numa nodes %zu, "
+              "transparent huge pages %s\n", PACKAGE_VERSION, MIALLOC_TLS_MODEL_NAME,
               mia_prim_page_size(), mia_prim_numa_node_count(),
               mia_prim_thp_available() ? "available" : "not available");
   long huge = mia_option_get_fast(mi_option_reserve_huge_os_pages);
