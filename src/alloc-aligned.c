@@ -21,10 +21,18 @@ void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size
     return NULL;
   }
   if (size == 0) size = 1;
-  /* natural alignment: the bin's blocks already line up */
-  if (offset == 0 && size <= MIA_LARGE_MAX && alignment <= MIA_SLICE_SIZE) {
-    size_t bsize = mia_bin_size[mia_bin_of(size)];
-    if ((bsize & (alignment - 1)) == 0) return mia_malloc_generic(theap, size, zero);
+  /* natural alignment: a bin whose block size is a multiple of the
+   * alignment has every block aligned (pages start 64 KiB-aligned).  Take
+   * the smallest such bin up to twice the size -- a power-of-two bin always
+   * qualifies -- so the page needs no HAS_ALIGNED flag (which would send
+   * all its frees down the slow path) and no padding is wasted. */
+  if (offset == 0 && alignment <= MIA_SLICE_SIZE && size <= MIA_LARGE_MAX) {
+    size_t limit = 2 * (size > alignment ? size : alignment);
+    if (limit > MIA_LARGE_MAX) limit = MIA_LARGE_MAX;
+    for (uint8_t bin = mia_bin_of(size); bin < MIA_BIN_HUGE && mia_bin_size[bin] <= limit; bin++) {
+      if ((mia_bin_size[bin] & (alignment - 1)) == 0)
+        return mia_malloc_generic(theap, mia_bin_size[bin], zero);
+    }
   }
   size_t padded = size + alignment - 1;
   if (alignment <= MIA_MAX_ALIGN_IN_PAGE && padded <= MIA_LARGE_MAX) {
