@@ -129,7 +129,6 @@ bool mia_page_extend(mia_page_t *page);
 size_t mia_page_usable_of(const mia_page_t *page, const void *p);
 void *mia_page_block_start(const mia_page_t *page, const void *p);
 void mia_free_remote(mia_page_t *page, mia_block_t *block);
-static inline bool mia_page_all_free(const mia_page_t *page) { return page->used == 0; }
 
 /* ---- theaps (theap.c) ---- */
 void mia_theap_init(mia_theap_t *theap, mia_tld_t *tld);

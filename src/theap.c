@@ -197,7 +197,6 @@ void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) {
     page = theap->pages[bin].first;
     if (page != NULL && page->free != NULL) goto pop;
   }
-  theap->slow_calls++;
   if (atomic_load_explicit(&theap->remote_pages, memory_order_relaxed) != NULL)
     mia_theap_process_remote(theap);
   if (size > MIA_LARGE_MAX) return mia_malloc_huge(theap, size, zero);

@@ -120,7 +120,6 @@ struct mia_arena_s {
   size_t segment_count;
   mia_subproc_t *subproc;
   uint64_t purge_at;             /* earliest deadline of dirty free segments */
-  bool exclusive;
   bool pinned;                   /* huge OS pages: never purged */
   struct mia_arena_s *next;
   uint64_t *used_map;            /* one bit per segment, claimed */
@@ -148,10 +147,8 @@ typedef struct mia_stat_count_s {
 typedef struct mia_stats_s {
   mia_stat_count_t segments;
   mia_stat_count_t pages;
-  mia_stat_count_t committed;     /* segment bytes in use (upper bound of RSS) */
   mia_stat_count_t huge;
   mia_stat_count_t threads;
-  int64_t malloc_slow;            /* generic-path calls */
   mia_stat_count_t huge_blocks;   /* live huge allocations */
   int64_t purges;
   int64_t purged_bytes;
@@ -167,8 +164,6 @@ struct mia_theap_s {
   uintptr_t tid;
   mia_tld_t *tld;
   _Atomic(mia_page_t *) remote_pages;  /* full pages that got remote frees */
-  int64_t sample_countdown;       /* profiler: bytes until the next sample */
-  uint64_t slow_calls;
   bool in_deferred;               /* inside the deferred-free callback */
 };
 
