@@ -63,10 +63,11 @@ static mia_arena_t *mia_arena_register(mia_subproc_t *sp, uint8_t *base, size_t 
   return arena;
 }
 
-static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments) {
+/* An arena of at least min_segments (exactly that many when exact). */
+static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments, bool exact) {
   size_t reserve = mi_option_get_size(mi_option_arena_reserve);
   if (reserve < 64 * MIA_SEGMENT_SIZE) reserve = 64 * MIA_SEGMENT_SIZE;
-  size_t segments = reserve / MIA_SEGMENT_SIZE;
+  size_t segments = exact ? min_segments : reserve / MIA_SEGMENT_SIZE;
   if (segments < min_segments) segments = min_segments;
   uint8_t *base = mia_prim_reserve(segments * MIA_SEGMENT_SIZE, MIA_SEGMENT_SIZE,
                                    mia_option_get_fast(mi_option_allow_large_os_pages) != 0);
@@ -89,7 +90,7 @@ bool mia_arena_reserve_huge(mia_subproc_t *sp, size_t gib) {
 
 bool mia_arena_reserve(mia_subproc_t *sp, size_t bytes) {
   mia_lock(&sp->lock);
-  mia_arena_t *arena = mia_arena_new(sp, (bytes + MIA_SEGMENT_SIZE - 1) / MIA_SEGMENT_SIZE);
+  mia_arena_t *arena = mia_arena_new(sp, (bytes + MIA_SEGMENT_SIZE - 1) / MIA_SEGMENT_SIZE, true);
   mia_unlock(&sp->lock);
   return arena != NULL;
 }
@@ -103,7 +104,7 @@ mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, size_t count, bool *i
     if (idx != SIZE_MAX) break;
   }
   if (arena == NULL && mia_option_get_fast(mi_option_disallow_os_alloc) == 0) {
-    arena = mia_arena_new(sp, count);
+    arena = mia_arena_new(sp, count, false);
     if (arena != NULL) idx = 0;
   }
   if (arena == NULL) {
