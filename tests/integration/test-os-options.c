@@ -6,6 +6,7 @@
  */
 #include "mialloc.h"
 #include "../tap.h"
+#include "../rss.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -14,15 +15,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static size_t rss_bytes(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  unsigned long size = 0, resident = 0;
-  if (f) {
-    if (fscanf(f, "%lu %lu", &size, &resident) != 2) resident = 0;
-    fclose(f);
-  }
-  return resident * (size_t)sysconf(_SC_PAGESIZE);
-}
 
 /* VmFlags of the mapping that holds p, from /proc/self/smaps */
 static bool mapping_has_flag(const void *p, const char *flag) {

@@ -3,21 +3,13 @@
  * must fall back to within a few MiB of where it started. */
 #include "mialloc.h"
 #include "../tap.h"
+#include "../rss.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static size_t rss_bytes(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  unsigned long size = 0, resident = 0;
-  if (f) {
-    if (fscanf(f, "%lu %lu", &size, &resident) != 2) resident = 0;
-    fclose(f);
-  }
-  return resident * (size_t)sysconf(_SC_PAGESIZE);
-}
 
 int main(void) {
   const size_t total = 1u << 30;

@@ -1,0 +1,19 @@
+/* rss.h -- the resident set of the calling process, as tests measure it:
+ * from /proc/self/statm, independent of mialloc's own accounting. */
+#ifndef MIALLOC_TEST_RSS_H
+#define MIALLOC_TEST_RSS_H
+
+#include <stdio.h>
+#include <unistd.h>
+
+static inline size_t rss_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long size = 0, resident = 0;
+  if (f) {
+    if (fscanf(f, "%lu %lu", &size, &resident) != 2) resident = 0;
+    fclose(f);
+  }
+  return resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+#endif
