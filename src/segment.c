@@ -306,7 +306,6 @@ void mia_segments_abandon(mia_tld_t *tld) {
       seg->prev = NULL;
       seg->next = sp->abandoned;
       sp->abandoned = seg;
-      sp->abandoned_count++;
       mia_unlock(&sp->lock);
       __atomic_fetch_add(&mia_stats_global.abandoned_segments, 1, __ATOMIC_RELAXED);
       seg = next;
@@ -327,7 +326,6 @@ bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out) {
   mia_segment_t *seg = sp->abandoned;
   if (seg != NULL) {
     sp->abandoned = seg->next;
-    sp->abandoned_count--;
   }
   mia_unlock(&sp->lock);
   if (seg == NULL) return false;

@@ -171,7 +171,6 @@ struct mia_subproc_s {
   int lock;                       /* guards arenas, abandoned list */
   mia_arena_t *arenas;
   mia_segment_t *abandoned;
-  size_t abandoned_count;
   size_t arena_count;
 };
 

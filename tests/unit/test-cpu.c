@@ -4,6 +4,9 @@
 #include "../tap.h"
 
 #include <stdio.h>
+#if defined(MIALLOC_HAVE_CPUID)
+#include <cpuid.h>
+#endif
 
 static bool cpuinfo_has(const char *flags, const char *flag) {
   size_t n = strlen(flag);
@@ -46,11 +49,15 @@ int main(void) {
   TAP_OK(mia_cpu.erms == cpuinfo_has(flags, "erms"), "erms matches /proc/cpuinfo (%d)", mia_cpu.erms);
   TAP_OK(mia_cpu.fsrm == cpuinfo_has(flags, "fsrm"), "fsrm matches /proc/cpuinfo (%d)", mia_cpu.fsrm);
   TAP_OK(mia_cpu.popcnt == cpuinfo_has(flags, "popcnt"), "popcnt matches /proc/cpuinfo (%d)", mia_cpu.popcnt);
-  /* older kernels do not list fsrs; where they do, it must agree */
-  if (cpuinfo_has(flags, "fsrs"))
+  /* older kernels do not list fsrs: where they do, it must agree; where
+   * not, compare with our own read of cpuid leaf 7, subleaf 1 (EAX bit 11) */
+  if (cpuinfo_has(flags, "fsrs")) {
     TAP_OK(mia_cpu.fsrs, "fsrs matches /proc/cpuinfo");
-  else
-    TAP_OK(true, "fsrs not listed by this kernel; detected %d from cpuid leaf 7.1", mia_cpu.fsrs);
+  } else {
+    unsigned a = 0, b, c, d;
+    bool fsrs = __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 11) & 1);
+    TAP_OK(mia_cpu.fsrs == fsrs, "fsrs (not listed by this kernel) matches cpuid leaf 7.1 (%d)", mia_cpu.fsrs);
+  }
 
   /* the verbose report says the same */
   mi_register_output(capture, NULL);
