@@ -141,6 +141,137 @@ mi_decl_export void mi_process_info(size_t *elapsed_msecs, size_t *user_msecs, s
                                     size_t *current_commit, size_t *peak_commit, size_t *page_faults);
 
 /* ---------------------------------------------------------------------------
+ * First-class heaps.  A heap is usable from any thread (each thread gets its
+ * own part of it, a theap).  mi_heap_delete moves the heap's live blocks to
+ * the main heap (they stay valid); mi_heap_destroy frees them all at once.
+ * Neither may race with other threads allocating from the same heap.
+ * ------------------------------------------------------------------------ */
+typedef struct mi_heap_s mi_heap_t;
+typedef int mi_arena_id_t;          /* 0: no specific arena */
+typedef void *mi_subproc_id_t;
+
+mi_decl_export mi_decl_nodiscard mi_heap_t *mi_heap_new(void);
+mi_decl_export mi_decl_nodiscard mi_heap_t *mi_heap_new_in_arena(mi_arena_id_t arena_id);
+mi_decl_export mi_decl_nodiscard mi_heap_t *mi_heap_new_ex(int heap_tag, bool allow_destroy, mi_arena_id_t arena_id);
+mi_decl_export void mi_heap_delete(mi_heap_t *heap);
+mi_decl_export void mi_heap_destroy(mi_heap_t *heap);
+mi_decl_export mi_heap_t *mi_heap_main(void);
+mi_decl_export mi_heap_t *mi_heap_get_default(void);
+mi_decl_export mi_heap_t *mi_heap_get_backing(void);
+mi_decl_export mi_heap_t *mi_heap_set_default(mi_heap_t *heap);
+mi_decl_export mi_heap_t *mi_heap_of(const void *p);
+mi_decl_export bool mi_heap_contains(const mi_heap_t *heap, const void *p);
+mi_decl_export bool mi_heap_contains_block(mi_heap_t *heap, const void *p);
+mi_decl_export bool mi_heap_check_owned(mi_heap_t *heap, const void *p);
+mi_decl_export bool mi_any_heap_contains(const void *p);
+mi_decl_export void mi_heap_collect(mi_heap_t *heap, bool force);
+
+mi_decl_export mi_decl_nodiscard void *mi_heap_malloc(mi_heap_t *heap, size_t size) mi_attr_malloc mi_attr_alloc_size(2);
+mi_decl_export mi_decl_nodiscard void *mi_heap_zalloc(mi_heap_t *heap, size_t size) mi_attr_malloc mi_attr_alloc_size(2);
+mi_decl_export mi_decl_nodiscard void *mi_heap_calloc(mi_heap_t *heap, size_t count, size_t size) mi_attr_malloc mi_attr_alloc_size2(2, 3);
+mi_decl_export mi_decl_nodiscard void *mi_heap_mallocn(mi_heap_t *heap, size_t count, size_t size) mi_attr_malloc mi_attr_alloc_size2(2, 3);
+mi_decl_export mi_decl_nodiscard void *mi_heap_malloc_small(mi_heap_t *heap, size_t size) mi_attr_malloc mi_attr_alloc_size(2);
+mi_decl_export mi_decl_nodiscard void *mi_heap_zalloc_small(mi_heap_t *heap, size_t size) mi_attr_malloc mi_attr_alloc_size(2);
+mi_decl_export mi_decl_nodiscard void *mi_heap_realloc(mi_heap_t *heap, void *p, size_t newsize) mi_attr_alloc_size(3);
+mi_decl_export mi_decl_nodiscard void *mi_heap_reallocn(mi_heap_t *heap, void *p, size_t count, size_t size) mi_attr_alloc_size2(3, 4);
+mi_decl_export mi_decl_nodiscard void *mi_heap_reallocf(mi_heap_t *heap, void *p, size_t newsize) mi_attr_alloc_size(3);
+mi_decl_export mi_decl_nodiscard void *mi_heap_rezalloc(mi_heap_t *heap, void *p, size_t newsize) mi_attr_alloc_size(3);
+mi_decl_export mi_decl_nodiscard void *mi_heap_recalloc(mi_heap_t *heap, void *p, size_t newcount, size_t size) mi_attr_alloc_size2(3, 4);
+mi_decl_export mi_decl_nodiscard char *mi_heap_strdup(mi_heap_t *heap, const char *s) mi_attr_malloc;
+mi_decl_export mi_decl_nodiscard char *mi_heap_strndup(mi_heap_t *heap, const char *s, size_t n) mi_attr_malloc;
+mi_decl_export mi_decl_nodiscard char *mi_heap_realpath(mi_heap_t *heap, const char *fname, char *resolved_name);
+mi_decl_export mi_decl_nodiscard void *mi_heap_malloc_aligned(mi_heap_t *heap, size_t size, size_t alignment) mi_attr_malloc mi_attr_alloc_size(2) mi_attr_alloc_align(3);
+mi_decl_export mi_decl_nodiscard void *mi_heap_malloc_aligned_at(mi_heap_t *heap, size_t size, size_t alignment, size_t offset) mi_attr_malloc mi_attr_alloc_size(2);
+mi_decl_export mi_decl_nodiscard void *mi_heap_zalloc_aligned(mi_heap_t *heap, size_t size, size_t alignment) mi_attr_malloc mi_attr_alloc_size(2) mi_attr_alloc_align(3);
+mi_decl_export mi_decl_nodiscard void *mi_heap_zalloc_aligned_at(mi_heap_t *heap, size_t size, size_t alignment, size_t offset) mi_attr_malloc mi_attr_alloc_size(2);
+mi_decl_export mi_decl_nodiscard void *mi_heap_calloc_aligned(mi_heap_t *heap, size_t count, size_t size, size_t alignment) mi_attr_malloc mi_attr_alloc_size2(2, 3) mi_attr_alloc_align(4);
+mi_decl_export mi_decl_nodiscard void *mi_heap_calloc_aligned_at(mi_heap_t *heap, size_t count, size_t size, size_t alignment, size_t offset) mi_attr_malloc mi_attr_alloc_size2(2, 3);
+mi_decl_export mi_decl_nodiscard void *mi_heap_realloc_aligned(mi_heap_t *heap, void *p, size_t newsize, size_t alignment) mi_attr_alloc_size(3) mi_attr_alloc_align(4);
+mi_decl_export mi_decl_nodiscard void *mi_heap_realloc_aligned_at(mi_heap_t *heap, void *p, size_t newsize, size_t alignment, size_t offset) mi_attr_alloc_size(3);
+mi_decl_export mi_decl_nodiscard void *mi_heap_rezalloc_aligned(mi_heap_t *heap, void *p, size_t newsize, size_t alignment) mi_attr_alloc_size(3) mi_attr_alloc_align(4);
+mi_decl_export mi_decl_nodiscard void *mi_heap_rezalloc_aligned_at(mi_heap_t *heap, void *p, size_t newsize, size_t alignment, size_t offset) mi_attr_alloc_size(3);
+mi_decl_export mi_decl_nodiscard void *mi_heap_recalloc_aligned(mi_heap_t *heap, void *p, size_t newcount, size_t size, size_t alignment) mi_attr_alloc_size2(3, 4) mi_attr_alloc_align(5);
+mi_decl_export mi_decl_nodiscard void *mi_heap_recalloc_aligned_at(mi_heap_t *heap, void *p, size_t newcount, size_t size, size_t alignment, size_t offset) mi_attr_alloc_size2(3, 4);
+
+/* Visiting: one call per area (block == NULL) and, with visit_all_blocks,
+ * one per live block.  Exact when no other thread uses the heap meanwhile. */
+typedef struct mi_heap_area_s {
+  void *blocks;            /* start of the area's blocks */
+  size_t reserved;         /* bytes reserved for blocks */
+  size_t committed;        /* bytes carved into blocks so far */
+  size_t used;             /* live blocks */
+  size_t block_size;       /* usable bytes per block */
+  size_t full_block_size;  /* bytes per block including any padding */
+  int heap_tag;
+} mi_heap_area_t;
+typedef bool (mi_block_visit_fun)(const mi_heap_t *heap, const mi_heap_area_t *area, void *block,
+                                  size_t block_size, void *arg);
+mi_decl_export bool mi_heap_visit_blocks(const mi_heap_t *heap, bool visit_all_blocks,
+                                         mi_block_visit_fun *visitor, void *arg);
+
+/* ---------------------------------------------------------------------------
+ * Arenas: OS memory reserved (or provided by the caller) up front.  An
+ * exclusive arena serves only heaps created in it (mi_heap_new_in_arena).
+ * ------------------------------------------------------------------------ */
+mi_decl_export int mi_reserve_os_memory(size_t size, bool commit, bool allow_large);
+mi_decl_export int mi_reserve_os_memory_ex(size_t size, bool commit, bool allow_large, bool exclusive, mi_arena_id_t *arena_id);
+mi_decl_export bool mi_manage_os_memory(void *start, size_t size, bool is_committed, bool is_large, bool is_zero, int numa_node);
+mi_decl_export bool mi_manage_os_memory_ex(void *start, size_t size, bool is_committed, bool is_large, bool is_zero, int numa_node, bool exclusive, mi_arena_id_t *arena_id);
+mi_decl_export int mi_reserve_huge_os_pages_interleave(size_t pages, size_t numa_nodes, size_t timeout_msecs);
+mi_decl_export int mi_reserve_huge_os_pages_at(size_t pages, int numa_node, size_t timeout_msecs);
+mi_decl_export void *mi_arena_area(mi_arena_id_t arena_id, size_t *size);
+
+/* ---------------------------------------------------------------------------
+ * Sub-processes: isolated allocator states (own arenas, heaps, abandoned
+ * memory) for groups of threads.  Memory of one is never given to another.
+ * ------------------------------------------------------------------------ */
+typedef bool (mi_heap_visit_fun)(mi_heap_t *heap, void *arg);
+mi_decl_export mi_subproc_id_t mi_subproc_main(void);
+mi_decl_export mi_subproc_id_t mi_subproc_new(void);
+mi_decl_export void mi_subproc_add_current_thread(mi_subproc_id_t subproc);
+mi_decl_export bool mi_subproc_visit_heaps(mi_subproc_id_t subproc, mi_heap_visit_fun *visitor, void *arg);
+/* Releases the sub-process's heaps and arenas; no thread may still use it. */
+mi_decl_export void mi_subproc_destroy(mi_subproc_id_t subproc);
+mi_decl_export void mi_subproc_delete(mi_subproc_id_t subproc);   /* same as destroy */
+
+/* ---------------------------------------------------------------------------
+ * Profiler interface (SPEC section 5).  A profiler is attached to the
+ * current sub-process with mi_profile.  Sampling is byte based (a Poisson
+ * process): after on average sample_rate bytes an allocation is sampled,
+ * on_alloc runs, and its result is the byte count to the next sample.
+ * Each sampled block carries sample_data_size bytes of the profiler's data
+ * (at most MI_PROFILE_DATA_MAX) that reach on_free whichever thread frees
+ * it.  Callbacks run inside malloc/free: they must not allocate from a
+ * profiled heap (use a heap excluded with mi_heap_profile_disable).
+ * ------------------------------------------------------------------------ */
+#define MI_PROFILE_DATA_MAX 64
+typedef struct mi_profiler_s {
+  size_t sample_rate;        /* mean bytes between samples; 0: no sampling */
+  size_t sample_data_size;   /* bytes of per-sample data, <= MI_PROFILE_DATA_MAX */
+  uint64_t seed;             /* seed of the core's random draws; 0: random */
+  void *arg;                 /* passed to every callback */
+  /* A sampled allocation of size bytes at p in heap.  sample_size is the
+   * byte count the sampling process charged for it (its block size, >= size):
+   * the block was sampled with probability 1 - exp(-sample_size/sample_rate).
+   * data: the block's sample data (zeroed).  Returns the bytes until the next
+   * sample of this stream (0: let the core draw one). */
+  size_t (*on_alloc)(mi_heap_t *heap, void *p, size_t size, size_t sample_size, void *data, void *arg);
+  /* A sampled block is freed (or its heap destroyed), from any thread. */
+  void (*on_free)(void *p, size_t size, void *data, void *arg);
+  /* mi_profiler_snapshot was called. */
+  void (*on_snapshot)(void *arg);
+} mi_profiler_t;
+
+/* Attach (the struct is copied) or, with NULL, detach.  Attaching starts
+ * sampling.  Returns false if another profiler is attached or the values
+ * are out of range. */
+mi_decl_export bool mi_profile(const mi_profiler_t *profiler);
+mi_decl_export void mi_profiler_start(void);     /* resume sampling */
+mi_decl_export void mi_profiler_stop(void);      /* stop sampling; frees still reported */
+mi_decl_export void mi_profiler_snapshot(void);  /* calls on_snapshot */
+mi_decl_export void mi_heap_profile_disable(mi_heap_t *heap);
+
+/* ---------------------------------------------------------------------------
  * Options.  Each option reads MIALLOC_<NAME> from the environment once (the
  * environment is ignored in setuid/setgid/AT_SECURE processes).
  * ------------------------------------------------------------------------ */
