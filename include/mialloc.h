@@ -307,6 +307,11 @@ typedef enum mi_option_e {
   mi_option_retry_on_oom,
   mi_option_abort_on_error,       /* abort() after reporting an error */
   mi_option_purge_thread,         /* background purging in idle programs */
+  mi_option_guarded_sample_rate,  /* place 1 in N allocations against a guard page (0: off) */
+  mi_option_guarded_min,          /* smallest size guarded sampling considers */
+  mi_option_guarded_max,          /* largest size guarded sampling considers (<= 4080) */
+  mi_option_guarded_sample_seed,  /* seed of the guarded sampling draws (0: random) */
+  mi_option_show_leaks,           /* list the blocks still live at exit */
   _mi_option_last,
   /* legacy names */
   mi_option_large_os_pages = mi_option_allow_large_os_pages,
@@ -328,6 +333,12 @@ mi_decl_export size_t mi_option_get_size(mi_option_t option);
 mi_decl_export void mi_option_set(mi_option_t option, long value);
 mi_decl_export void mi_option_set_default(mi_option_t option, long value);
 mi_decl_export void mi_options_print(void);
+
+/* Walk the calling thread's part of its default heap and check every
+ * block's canary and (debug builds) every freed block's fill; reports what
+ * it finds through the error callback and returns false if anything was
+ * wrong.  Always true in builds without padding (release). */
+mi_decl_export bool mi_debug_check(void);
 
 #ifdef __cplusplus
 }

@@ -29,10 +29,26 @@ static mia_noinline void *mia_malloc_aligned_unsampled(mia_theap_t *theap, size_
   return p;
 }
 
-void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size_t offset, bool zero) {
-  if (mia_unlikely(mia_prof_on()) && (alignment > 16 || offset != 0))
+static void *mia_malloc_aligned_sampling(mia_theap_t *theap, size_t size, size_t alignment, size_t offset,
+                                         bool zero) {
+  if (mia_unlikely(mia_sampling_on()) && (alignment > 16 || offset != 0))
     return mia_malloc_aligned_unsampled(theap, size, alignment, offset, zero);
   return mia_malloc_aligned_impl(theap, size, alignment, offset, zero);
+}
+
+void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size_t offset, bool zero) {
+#if MIALLOC_PADDING
+  /* room for the padding record after the program's bytes */
+  if (mia_unlikely(size > MIA_MAX_ALLOC_SIZE)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = mia_malloc_aligned_sampling(theap, mia_padded_request(size), alignment, offset, zero);
+  if (p != NULL && !mia_page_of(p)->is_guarded) mia_padding_set(p, size);
+  return p;
+#else
+  return mia_malloc_aligned_sampling(theap, size, alignment, offset, zero);
+#endif
 }
 
 static void *mia_malloc_aligned_impl(mia_theap_t *theap, size_t size, size_t alignment, size_t offset,

@@ -27,6 +27,10 @@ static void mia_page_unfull(mia_page_t *page) {
 }
 
 void mia_free_generic(mia_page_t *page, void *p) {
+  if (mia_unlikely(page->is_guarded)) {
+    mia_guarded_free(page, p);
+    return;
+  }
   /* a sampled block: the profiler hears of it, whichever thread frees it */
   if (mia_unlikely(page->flags & MIA_PAGE_HAS_SAMPLED)) mia_prof_free(page, p);
   if (page->is_huge) {

@@ -59,6 +59,11 @@ static mia_option_desc_t mia_options[_mi_option_last] = {
   [mi_option_retry_on_oom] = {0, 0, MIA_OPT_LONG, "RETRY_ON_OOM", 400, "accepted for compatibility"},
   [mi_option_abort_on_error] = {0, 0, MIA_OPT_BOOL, "ABORT_ON_ERROR", 0, "abort the process after reporting an error"},
   [mi_option_purge_thread] = {0, 0, MIA_OPT_BOOL, "PURGE_THREAD", 1, "purge from a background thread so idle programs return memory"},
+  [mi_option_guarded_sample_rate] = {0, 0, MIA_OPT_LONG, "GUARDED_SAMPLE_RATE", 0, "place about 1 in N allocations against a guard page (0: off; builds with --enable-guarded)"},
+  [mi_option_guarded_min] = {0, 0, MIA_OPT_SIZE, "GUARDED_MIN", 0, "smallest allocation guarded sampling considers (size)"},
+  [mi_option_guarded_max] = {0, 0, MIA_OPT_SIZE, "GUARDED_MAX", 4080, "largest allocation guarded sampling considers (size, at most 4080)"},
+  [mi_option_guarded_sample_seed] = {0, 0, MIA_OPT_LONG, "GUARDED_SAMPLE_SEED", 0, "seed of guarded sampling (0: random)"},
+  [mi_option_show_leaks] = {0, 0, MIA_OPT_BOOL, "SHOW_LEAKS", 0, "at exit, list the blocks of the main thread still allocated"},
 };
 
 static bool mia_streq_nocase(const char *a, const char *b) {

@@ -35,6 +35,21 @@ static void list_push(mia_segment_t **head, mia_segment_t *s) {
   *head = s;
 }
 
+/* Secure builds: the rest of slice 0 after the metadata is a guard, so an
+ * underflow of the first page cannot reach the segment's metadata.  Lifted
+ * before the memory goes back to the arena (it may become user data). */
+static void mia_segment_guard(mia_segment_t *seg, bool on) {
+#if MIALLOC_SECURE
+  size_t ps = mia_prim_page_size();
+  size_t meta = (sizeof(mia_segment_t) + ps - 1) & ~(ps - 1);
+  if (meta < MIA_SLICE_SIZE)
+    mia_prim_protect((uint8_t *)seg + meta, MIA_SLICE_SIZE - meta, on ? MIA_PROT_NONE : MIA_PROT_RW);
+#else
+  (void)seg;
+  (void)on;
+#endif
+}
+
 static void mia_segment_header_init(mia_segment_t *seg, mia_subproc_t *sp, size_t size, bool is_zero) {
   if (!is_zero) memset(seg, 0, sizeof *seg);
   seg->cookie = (uintptr_t)seg ^ mia_process_secret;
@@ -42,6 +57,7 @@ static void mia_segment_header_init(mia_segment_t *seg, mia_subproc_t *sp, size_
   seg->size = size;
   seg->used_mask = 1;
   seg->dirty_mask = is_zero ? 1 : MIA_ALL_SLICES;
+  mia_segment_guard(seg, true);
 }
 
 /* A segment with room for count slices: an abandoned one if another thread
@@ -69,6 +85,7 @@ static mia_segment_t *mia_segment_new(mia_tld_t *tld, size_t count) {
 static void mia_segment_release(mia_tld_t *tld, mia_segment_t *seg) {
   list_remove(seg->in_full_list ? &tld->segments_full : &tld->segments, seg);
   tld->segment_count--;
+  mia_segment_guard(seg, false);
   mia_arena_free_segments(seg->subproc, seg, 1);
 }
 
@@ -309,6 +326,7 @@ void mia_huge_release(mia_page_t *page) {
   mia_stat_add(&mia_stats_global.huge_blocks, -1);
   page->free_key = 0;
   page->block_size = 0;
+  mia_segment_guard(seg, false);
   mia_arena_free_segments(seg->subproc, seg, count);
 }
 
@@ -424,6 +442,7 @@ void mia_segment_destroy(mia_segment_t *seg) {
   }
   seg->used_mask = 1;
   seg->tld = NULL;
+  mia_segment_guard(seg, false);
   mia_arena_free_segments(seg->subproc, seg, 1);
 }
 

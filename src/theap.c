@@ -199,7 +199,7 @@ void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) {
     page = theap->pages[bin].first;
     if (page != NULL && page->free != NULL) goto pop;
   }
-  if (mia_unlikely(mia_prof_on())) {
+  if (mia_unlikely(mia_sampling_on())) {
     void *p;
     if (mia_prof_malloc(theap, size, zero, &p)) return p;
   }

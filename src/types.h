@@ -78,6 +78,7 @@ typedef struct mia_page_s {
   bool free_is_zero;             /* free list holds only never-used memory */
   bool is_zero_init;             /* memory came zeroed from the OS */
   bool is_huge;
+  bool is_guarded;               /* a guarded-sampling slot page (guarded.c) */
   /* second cache line: written by other threads (remote frees), so the
    * owner's fast-path line does not bounce between cores on every one */
   _Atomic(uintptr_t) thread_free __attribute__((aligned(64)));  /* remote frees (LIFO) */
@@ -91,6 +92,7 @@ typedef struct mia_page_s {
    * needs no counter and falls into the slow path at the sample */
   mia_block_t *sample_rest;
   int64_t sample_left;           /* bytes before the sample; <0: not armed */
+  int32_t guard_left;            /* blocks before a guarded sample; <0: not armed */
 #if MIALLOC_SECURE
   uintptr_t keys[2];             /* free-list encoding keys */
 #endif
