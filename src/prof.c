@@ -83,7 +83,10 @@ static bool mia_streams_counting(mia_theap_t *theap, const mia_page_t *page) {
 static uint64_t mia_prof_next_random(mia_theap_t *theap) {
   if (theap->random == 0) {
     uint64_t seed = mia_prof_of(theap)->profiler.seed;
-    if (seed != 0) seed ^= (uint64_t)(uintptr_t)theap->tld->thread_tld * 0x9e3779b97f4a7c15ull;
+    /* a fixed seed must give the same draws run after run: mix in the
+     * order in which theaps first draw, not their (randomised) address */
+    static _Atomic(uint64_t) mia_stream_counter;
+    if (seed != 0) seed ^= (atomic_fetch_add(&mia_stream_counter, 1) + 1) * 0x9e3779b97f4a7c15ull;
     else mia_prim_random_buf(&seed, sizeof seed);
     theap->random = seed != 0 ? seed : 0x2545f4914f6cdd1dull;
   }
