@@ -169,6 +169,11 @@ uint64_t mia_arenas_next_purge(mia_subproc_t *sp);
 /* ---- statistics (stats.c) ---- */
 extern mia_stats_t mia_stats_global;
 void mia_stat_add(mia_stat_count_t *c, int64_t amount);
+void mia_stat_page(const mia_page_t *page, int delta);   /* a page given to / taken from a theap */
+void mia_stat_huge(int64_t bytes, int blocks);           /* huge spans: allocated, grown, freed */
+void mia_stat_commit(int64_t bytes);                     /* memory newly touched (+) or handed on (-) */
+void mia_stat_purge(size_t bytes);                       /* memory purged (one madvise) */
+void mia_stat_reserve(int64_t bytes);                    /* an arena reserved */
 void mia_stats_print_at_exit(void);
 
 /* ---- allocation helpers shared by the API files ---- */

@@ -136,7 +136,7 @@ static mia_page_t *mia_page_fresh(mia_theap_t *theap, uint8_t bin) {
   mia_page_extend(page);
   queue_push_front(&theap->pages[bin], page);
   if (bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, bin);
-  mia_stat_add(&mia_stats_global.pages, 1);
+  mia_stat_page(page, 1);
   return page;
 }
 
@@ -231,7 +231,6 @@ void mia_page_retire(mia_page_t *page) {
     queue_remove(pq, page);
     if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
   }
-  mia_stat_add(&mia_stats_global.pages, -1);
   mia_segment_page_free(page);
 }
 
@@ -245,7 +244,6 @@ static void mia_theap_free_empty_pages(mia_theap_t *theap, bool force) {
       mia_page_collect(page);
       if (page->used == 0 && (force || page != theap->pages[bin].first)) {
         queue_remove(&theap->pages[bin], page);
-        mia_stat_add(&mia_stats_global.pages, -1);
         mia_segment_page_free(page);
       }
       page = next;
@@ -259,7 +257,6 @@ static void mia_theap_free_empty_pages(mia_theap_t *theap, bool force) {
     if (page->used == 0) {
       queue_remove(&theap->full, page);
       mia_page_set_flag(page, MIA_PAGE_IN_FULL, false);
-      mia_stat_add(&mia_stats_global.pages, -1);
       mia_segment_page_free(page);
     } else if (page->free != NULL) {
       mia_page_from_full(theap, page);
