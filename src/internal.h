@@ -28,6 +28,18 @@ void mia_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mia_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mia_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mia_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* How an error report is shown on the output (it always reaches the error
+ * callback and the statistics); flags: */
+enum {
+  MIA_SHOW_ERROR = 0,    /* "error:", unless MIALLOC_SHOW_ERRORS=0 (at most MAX_ERRORS) */
+  MIA_SHOW_WARNING = 1,  /* "warning:" instead (at most MAX_WARNINGS) */
+  MIA_SHOW_VERBOSE = 2,  /* printed only with MIALLOC_VERBOSE=1 */
+};
+void mia_report(int err, int show, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A failed allocation request (err: ENOMEM, EOVERFLOW for a size that is too
+ * large or a count * size that overflows, EINVAL for a bad alignment):
+ * reported, and returns the errno value the caller sets (ENOMEM or EINVAL). */
+int mia_alloc_error(int err, size_t count, size_t size, size_t alignment) mia_cold;
 void mia_output_to(mi_output_fun *out, void *arg, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -170,7 +170,7 @@ static mia_page_t *mia_find_free_page(mia_theap_t *theap, uint8_t bin) {
 static void *mia_malloc_huge(mia_theap_t *theap, size_t size, bool zero) {
   mia_page_t *page = mia_huge_page_alloc(theap->tld->subproc, size, 0);
   if (page == NULL) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(ENOMEM, 1, size, 0);
     return NULL;
   }
   if (zero && !page->is_zero_init) mia_memzero(page->start, size);
@@ -181,12 +181,12 @@ void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) {
   if (mia_unlikely(theap == &mia_theap_empty)) {
     theap = mia_thread_init_slow();
     if (theap == NULL) {
-      errno = ENOMEM;
+      errno = mia_alloc_error(ENOMEM, 1, size, 0);
       return NULL;
     }
   }
   if (mia_unlikely(size > MIA_MAX_ALLOC_SIZE)) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(EOVERFLOW, 1, size, 0);
     return NULL;
   }
   uint8_t bin = 0;
@@ -202,7 +202,7 @@ void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) {
   if (size > MIA_LARGE_MAX) return mia_malloc_huge(theap, size, zero);
   page = mia_find_free_page(theap, bin);
   if (page == NULL) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(ENOMEM, 1, size, 0);
     return NULL;
   }
 pop:;
