@@ -190,7 +190,7 @@ mia_export void mi_stats_print_out(mi_output_fun *out, void *arg) {
   mia_procinfo_t p;
   mia_procinfo(&p);
   char a[32], b[32], c[32], d[32];
-  mia_output_to(out, arg, "mialloc %s statistics\n", PACKAGE_VERSION);
+  mia_output_to(out, arg, "mialloc statistics (version %s)\n", PACKAGE_VERSION);
   mia_output_to(out, arg, "  %-16s %12s %12s %12s\n", "", "current", "peak", "total");
   mia_print_count(out, arg, "arenas", &s.arenas);
   mia_print_bytes(out, arg, "reserved", &s.reserved, true);

@@ -16,7 +16,7 @@ check() {
 
 MIALLOC_SHOW_STATS=1 "$prog" json >"$tmp/out" 2>"$tmp/err"
 check $? "the program runs with MIALLOC_SHOW_STATS=1"
-grep -q '^mialloc .* statistics$' "$tmp/err"
+grep -q '^mialloc statistics (version ' "$tmp/err"
 check $? "the report is on stderr at exit"
 grep -q 'in use' "$tmp/err" && grep -q '^process: rss' "$tmp/err"
 check $? "with the memory lines"
@@ -27,5 +27,5 @@ check $rc "python3 -m json.tool accepts mi_stats_get_json"
 [ $rc = 0 ] || sed 's/^/# /' "$tmp/jerr"
 
 MIALLOC_SHOW_STATS=1 LD_PRELOAD=$MIALLOC_LIB /bin/true 2>"$tmp/err2"
-grep -q '^mialloc .* statistics$' "$tmp/err2"
+grep -q '^mialloc statistics (version ' "$tmp/err2"
 check $? "a preloaded program prints the report too"
