@@ -134,7 +134,8 @@ mi_decl_export void mi_stats_merge(void);
 mi_decl_export void mi_stats_print(void *out);  /* out is ignored; prints to the output */
 mi_decl_export void mi_stats_print_out(mi_output_fun *out, void *arg);
 /* JSON form of the statistics into buf (size bytes); returns buf, or NULL if
- * buf is NULL or too small (then *needed, if given, says how much is needed). */
+ * it is too small.  With buf NULL the text is allocated with mi_malloc (free
+ * it with mi_free); NULL when out of memory. */
 mi_decl_export char *mi_stats_get_json(size_t size, char *buf);
 mi_decl_export void mi_process_info(size_t *elapsed_msecs, size_t *user_msecs, size_t *system_msecs,
                                     size_t *current_rss, size_t *peak_rss,

@@ -19,7 +19,7 @@ mia_export void *mi_zalloc(size_t size) { return mia_theap_malloc(mia_theap_get(
 
 static bool mia_mul_overflow(size_t count, size_t size, size_t *total) {
   if (mia_unlikely(__builtin_mul_overflow(count, size, total))) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(EOVERFLOW, count, size, 0);
     return true;
   }
   return false;

@@ -46,7 +46,7 @@ static inline void *mia_malloc_inline(size_t size) {
 static inline void *mia_calloc_inline(size_t count, size_t size) {
   size_t total;
   if (mia_unlikely(__builtin_mul_overflow(count, size, &total))) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(EOVERFLOW, count, size, 0);
     return NULL;
   }
   return mia_theap_malloc(mia_theap_get(), total, true);

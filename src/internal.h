@@ -28,6 +28,18 @@ void mia_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mia_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mia_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mia_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* How an error report is shown on the output (it always reaches the error
+ * callback and the statistics); flags: */
+enum {
+  MIA_SHOW_ERROR = 0,    /* "error:", unless MIALLOC_SHOW_ERRORS=0 (at most MAX_ERRORS) */
+  MIA_SHOW_WARNING = 1,  /* "warning:" instead (at most MAX_WARNINGS) */
+  MIA_SHOW_VERBOSE = 2,  /* printed only with MIALLOC_VERBOSE=1 */
+};
+void mia_report(int err, int show, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A failed allocation request (err: ENOMEM, EOVERFLOW for a size that is too
+ * large or a count * size that overflows, EINVAL for a bad alignment):
+ * reported, and returns the errno value the caller sets (ENOMEM or EINVAL). */
+int mia_alloc_error(int err, size_t count, size_t size, size_t alignment) mia_cold;
 void mia_output_to(mi_output_fun *out, void *arg, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -279,6 +291,11 @@ uint64_t mia_arenas_next_purge(mia_subproc_t *sp);
 /* ---- statistics (stats.c) ---- */
 extern mia_stats_t mia_stats_global;
 void mia_stat_add(mia_stat_count_t *c, int64_t amount);
+void mia_stat_page(const mia_page_t *page, int delta);   /* a page given to / taken from a theap */
+void mia_stat_huge(int64_t bytes, int blocks);           /* huge spans: allocated, grown, freed */
+void mia_stat_commit(int64_t bytes);                     /* memory newly touched (+) or handed on (-) */
+void mia_stat_purge(size_t bytes);                       /* memory purged (one madvise) */
+void mia_stat_reserve(int64_t bytes);                    /* an arena reserved */
 void mia_stats_print_at_exit(void);
 
 /* ---- allocation helpers shared by the API files ---- */
