@@ -87,13 +87,18 @@ struct mi_pprof_profiler_s {
   _Atomic bool stop;     /* the thread must exit */
   _Atomic bool finished; /* the exit snapshot is written: no more triggers */
   uint64_t start_ns;
+  uint64_t nonce; /* identifies this profiler's sample data */
 };
 
-/* What a sampled block carries to on_free. */
+/* What a sampled block carries to on_free.  owner is the recording
+ * profiler's random nonce: a block sampled by a profiler since deleted and
+ * freed after another was attached must not reach the new one's counters
+ * (its loc would point into a destroyed heap). */
 typedef struct sample_data_s {
   prof_loc_t *loc;
   uint64_t count; /* fixed point */
   uint64_t bytes;
+  uint64_t owner;
 } sample_data_t;
 
 static __thread int prof_guard __attribute__((tls_model("initial-exec")));
@@ -307,7 +312,7 @@ static size_t on_alloc(mi_heap_t *heap, void *p, size_t size, size_t sample_size
     atomic_fetch_add_explicit(&loc->alloc_bytes, bytes, memory_order_relaxed);
     atomic_fetch_add_explicit(&loc->inuse_count, count, memory_order_relaxed);
     atomic_fetch_add_explicit(&loc->inuse_bytes, bytes, memory_order_relaxed);
-    sample_data_t sd = {loc, count, bytes};
+    sample_data_t sd = {loc, count, bytes, P->nonce};
     memcpy(data, &sd, sizeof sd);
     atomic_fetch_add_explicit(&P->alloc_total, bytes, memory_order_relaxed);
     uint64_t inuse = atomic_fetch_add_explicit(&P->inuse_total, bytes, memory_order_relaxed) + bytes;
@@ -334,7 +339,7 @@ static void on_free(void *p, size_t size, void *data, void *arg) {
   mi_pprof_profiler_t *P = arg;
   sample_data_t sd;
   memcpy(&sd, data, sizeof sd);
-  if (sd.loc == NULL) return; /* not recorded (see on_alloc) */
+  if (sd.loc == NULL || sd.owner != P->nonce) return; /* not recorded here */
   atomic_fetch_sub_explicit(&sd.loc->inuse_count, sd.count, memory_order_relaxed);
   atomic_fetch_sub_explicit(&sd.loc->inuse_bytes, sd.bytes, memory_order_relaxed);
   atomic_fetch_sub_explicit(&P->inuse_total, sd.bytes, memory_order_relaxed);
@@ -427,6 +432,9 @@ static mi_pprof_profiler_t *create(size_t rate, const char *base_name, size_t al
   P->signo = signo;
   uint64_t seed = initial_seed();
   atomic_init(&P->rng, seed);
+  if (getrandom(&P->nonce, sizeof P->nonce, GRND_NONBLOCK) != (ssize_t)sizeof P->nonce)
+    P->nonce = now_ns(CLOCK_MONOTONIC) ^ (uint64_t)(uintptr_t)P;
+  P->nonce |= 1;
   pthread_mutex_init(&P->write_lock, NULL);
   P->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   P->start_ns = now_ns(CLOCK_REALTIME);
