@@ -11,7 +11,32 @@
 
 static bool mia_is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
+static void *mia_malloc_aligned_impl(mia_theap_t *theap, size_t size, size_t alignment, size_t offset,
+                                     bool zero);
+
+/* A sampled block's pointer sits after the profiler's header, aligned to
+ * 16 only: stronger alignments are served unsampled. */
+static mia_noinline void *mia_malloc_aligned_unsampled(mia_theap_t *theap, size_t size, size_t alignment,
+                                                       size_t offset, bool zero) {
+  if (theap == &mia_theap_empty) {
+    theap = mia_thread_init_slow();
+    if (theap == NULL) { errno = ENOMEM; return NULL; }
+  }
+  bool was = theap->in_sample;
+  theap->in_sample = true;
+  void *p = mia_malloc_aligned_impl(theap, size, alignment, offset, zero);
+  theap->in_sample = was;
+  return p;
+}
+
 void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size_t offset, bool zero) {
+  if (mia_unlikely(mia_prof_on()) && (alignment > 16 || offset != 0))
+    return mia_malloc_aligned_unsampled(theap, size, alignment, offset, zero);
+  return mia_malloc_aligned_impl(theap, size, alignment, offset, zero);
+}
+
+static void *mia_malloc_aligned_impl(mia_theap_t *theap, size_t size, size_t alignment, size_t offset,
+                                     bool zero) {
   if (mia_unlikely(!mia_is_pow2(alignment))) {
     errno = EINVAL;
     return NULL;
@@ -53,7 +78,7 @@ void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size
     theap = mia_thread_init_slow();
     if (theap == NULL) { errno = ENOMEM; return NULL; }
   }
-  mia_page_t *page = mia_huge_page_alloc(theap->tld->subproc, size + offset, alignment);
+  mia_page_t *page = mia_huge_page_alloc(theap->tld->heap, size + offset, alignment);
   if (page == NULL) {
     errno = ENOMEM;
     return NULL;
@@ -92,8 +117,9 @@ mia_export void *mi_calloc_aligned(size_t count, size_t size, size_t alignment) 
   return mi_calloc_aligned_at(count, size, alignment, 0);
 }
 
-static void *mia_realloc_aligned(void *p, size_t newsize, size_t alignment, size_t offset, bool zero) {
-  if (p == NULL) return mia_malloc_aligned(mia_theap_get(), newsize, alignment, offset, zero);
+void *mia_realloc_aligned(mia_theap_t *theap, void *p, size_t newsize, size_t alignment, size_t offset,
+                          bool zero) {
+  if (p == NULL) return mia_malloc_aligned(theap, newsize, alignment, offset, zero);
   if (!mia_is_pow2(alignment)) {
     errno = EINVAL;
     return NULL;
@@ -101,7 +127,7 @@ static void *mia_realloc_aligned(void *p, size_t newsize, size_t alignment, size
   size_t size = mia_usable_size(p);
   if (newsize <= size && newsize >= size / 2 && (((uintptr_t)p + offset) & (alignment - 1)) == 0)
     return p;
-  void *newp = mia_malloc_aligned(mia_theap_get(), newsize, alignment, offset, zero);
+  void *newp = mia_malloc_aligned(theap, newsize, alignment, offset, zero);
   if (newp == NULL) return NULL;
   mia_memcpy(newp, p, size < newsize ? size : newsize);
   mi_free(p);
@@ -109,19 +135,19 @@ static void *mia_realloc_aligned(void *p, size_t newsize, size_t alignment, size
 }
 
 mia_export void *mi_realloc_aligned_at(void *p, size_t newsize, size_t alignment, size_t offset) {
-  return mia_realloc_aligned(p, newsize, alignment, offset, false);
+  return mia_realloc_aligned(mia_theap_get(), p, newsize, alignment, offset, false);
 }
 
 mia_export void *mi_realloc_aligned(void *p, size_t newsize, size_t alignment) {
-  return mia_realloc_aligned(p, newsize, alignment, 0, false);
+  return mia_realloc_aligned(mia_theap_get(), p, newsize, alignment, 0, false);
 }
 
 mia_export void *mi_rezalloc_aligned_at(void *p, size_t newsize, size_t alignment, size_t offset) {
-  return mia_realloc_aligned(p, newsize, alignment, offset, true);
+  return mia_realloc_aligned(mia_theap_get(), p, newsize, alignment, offset, true);
 }
 
 mia_export void *mi_rezalloc_aligned(void *p, size_t newsize, size_t alignment) {
-  return mia_realloc_aligned(p, newsize, alignment, 0, true);
+  return mia_realloc_aligned(mia_theap_get(), p, newsize, alignment, 0, true);
 }
 
 mia_export void *mi_recalloc_aligned_at(void *p, size_t count, size_t size, size_t alignment, size_t offset) {
@@ -130,7 +156,7 @@ mia_export void *mi_recalloc_aligned_at(void *p, size_t count, size_t size, size
     errno = ENOMEM;
     return NULL;
   }
-  return mia_realloc_aligned(p, total, alignment, offset, true);
+  return mia_realloc_aligned(mia_theap_get(), p, total, alignment, offset, true);
 }
 
 mia_export void *mi_recalloc_aligned(void *p, size_t count, size_t size, size_t alignment) {

@@ -51,8 +51,8 @@ mia_export size_t mi_good_size(size_t size) {
 
 /* realloc: stay in place while the new size fits and does not waste more
  * than half the block; otherwise move.  On failure p is untouched. */
-void *mia_realloc_zero(void *p, size_t newsize, bool zero) {
-  if (p == NULL) return zero ? mi_zalloc(newsize) : mi_malloc(newsize);
+void *mia_realloc_zero(mia_theap_t *theap, void *p, size_t newsize, bool zero) {
+  if (p == NULL) return mia_theap_malloc(theap, newsize, zero);
   mia_page_t *page = mia_page_of(p);
   if (mia_unlikely(page == NULL)) {
     mia_free_invalid(p);
@@ -72,14 +72,14 @@ void *mia_realloc_zero(void *p, size_t newsize, bool zero) {
       return p;
     }
   }
-  void *newp = zero ? mi_zalloc(newsize) : mi_malloc(newsize);
+  void *newp = mia_theap_malloc(theap, newsize, zero);
   if (mia_unlikely(newp == NULL)) return NULL;
   mia_memcpy(newp, p, size < newsize ? size : newsize);
   mi_free(p);
   return newp;
 }
 
-mia_export void *mi_realloc(void *p, size_t newsize) { return mia_realloc_zero(p, newsize, false); }
+mia_export void *mi_realloc(void *p, size_t newsize) { return mia_realloc_zero(mia_theap_get(), p, newsize, false); }
 
 mia_export void *mi_expand(void *p, size_t newsize) {
   if (p == NULL) return NULL;
@@ -98,7 +98,7 @@ mia_export void *mi_reallocf(void *p, size_t newsize) {
   return newp;
 }
 
-mia_export void *mi_rezalloc(void *p, size_t newsize) { return mia_realloc_zero(p, newsize, true); }
+mia_export void *mi_rezalloc(void *p, size_t newsize) { return mia_realloc_zero(mia_theap_get(), p, newsize, true); }
 
 mia_export void *mi_recalloc(void *p, size_t count, size_t size) {
   size_t total;
@@ -106,18 +106,18 @@ mia_export void *mi_recalloc(void *p, size_t count, size_t size) {
   return mi_rezalloc(p, total);
 }
 
-mia_export char *mi_strdup(const char *s) {
+char *mia_strdup(mia_theap_t *theap, const char *s) {
   if (s == NULL) return NULL;
   size_t n = strlen(s);
-  char *t = mi_malloc(n + 1);
+  char *t = mia_theap_malloc(theap, n + 1, false);
   if (t != NULL) memcpy(t, s, n + 1);
   return t;
 }
 
-mia_export char *mi_strndup(const char *s, size_t n) {
+char *mia_strndup(mia_theap_t *theap, const char *s, size_t n) {
   if (s == NULL) return NULL;
   size_t len = strnlen(s, n);
-  char *t = mi_malloc(len + 1);
+  char *t = mia_theap_malloc(theap, len + 1, false);
   if (t != NULL) {
     memcpy(t, s, len);
     t[len] = 0;
@@ -125,9 +125,15 @@ mia_export char *mi_strndup(const char *s, size_t n) {
   return t;
 }
 
-mia_export char *mi_realpath(const char *fname, char *resolved_name) {
+char *mia_realpath(mia_theap_t *theap, const char *fname, char *resolved_name) {
   if (resolved_name != NULL) return realpath(fname, resolved_name);
   char buf[PATH_MAX];
   char *r = realpath(fname, buf);
-  return r == NULL ? NULL : mi_strdup(buf);
+  return r == NULL ? NULL : mia_strdup(theap, buf);
+}
+
+mia_export char *mi_strdup(const char *s) { return mia_strdup(mia_theap_get(), s); }
+mia_export char *mi_strndup(const char *s, size_t n) { return mia_strndup(mia_theap_get(), s, n); }
+mia_export char *mi_realpath(const char *fname, char *resolved_name) {
+  return mia_realpath(mia_theap_get(), fname, resolved_name);
 }

@@ -36,16 +36,21 @@ static uint64_t mia_purge_delay_arena(void) {
 }
 
 /* Register memory [base, base + segments * 4 MiB) as an arena. */
-static mia_arena_t *mia_arena_register(mia_subproc_t *sp, uint8_t *base, size_t segments, bool pinned) {
+static int mia_arena_next_id;   /* ids are unique in the process */
+
+static mia_arena_t *mia_arena_register(mia_subproc_t *sp, uint8_t *base, size_t segments, bool pinned,
+                                       bool caller_owned) {
   size_t words = (segments + MIA_BITS - 1) / MIA_BITS;
   size_t meta = sizeof(mia_arena_t) + 2 * words * sizeof(uint64_t);
   meta = (meta + mia_prim_page_size() - 1) & ~(mia_prim_page_size() - 1);
   mia_arena_t *arena = mia_prim_reserve(meta, 0, false);
   if (arena == NULL || !mia_pagemap_ensure(base, segments * MIA_SEGMENT_SIZE)) {
-    mia_prim_release(base, segments * MIA_SEGMENT_SIZE);
-    mia_prim_release(arena, meta);
+    if (!caller_owned) mia_prim_release(base, segments * MIA_SEGMENT_SIZE);
+    if (arena != NULL) mia_prim_release(arena, meta);
     return NULL;
   }
+  arena->id = __atomic_add_fetch(&mia_arena_next_id, 1, __ATOMIC_RELAXED);
+  arena->caller_owned = caller_owned;
   arena->base = base;
   arena->size = segments * MIA_SEGMENT_SIZE;
   arena->segment_count = segments;
@@ -72,7 +77,7 @@ static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments, bool e
   uint8_t *base = mia_prim_reserve(segments * MIA_SEGMENT_SIZE, MIA_SEGMENT_SIZE,
                                    mia_option_get_fast(mi_option_allow_large_os_pages) != 0);
   if (base == NULL) return NULL;
-  return mia_arena_register(sp, base, segments, false);
+  return mia_arena_register(sp, base, segments, false, false);
 }
 
 /* MIALLOC_RESERVE_HUGE_OS_PAGES=N: N GiB of explicit huge pages (hugetlbfs),
@@ -83,27 +88,30 @@ bool mia_arena_reserve_huge(mia_subproc_t *sp, size_t gib) {
   if (raw == NULL) return false;
   uint8_t *base = (uint8_t *)(((uintptr_t)raw + MIA_SEGMENT_SIZE - 1) & ~(MIA_SEGMENT_SIZE - 1));
   mia_lock(&sp->lock);
-  mia_arena_t *arena = mia_arena_register(sp, base, size / MIA_SEGMENT_SIZE, true);
+  mia_arena_t *arena = mia_arena_register(sp, base, size / MIA_SEGMENT_SIZE, true, false);
   mia_unlock(&sp->lock);
   return arena != NULL;
 }
 
-bool mia_arena_reserve(mia_subproc_t *sp, size_t bytes) {
+mia_arena_t *mia_arena_reserve(mia_subproc_t *sp, size_t bytes) {
   mia_lock(&sp->lock);
   mia_arena_t *arena = mia_arena_new(sp, (bytes + MIA_SEGMENT_SIZE - 1) / MIA_SEGMENT_SIZE, true);
   mia_unlock(&sp->lock);
-  return arena != NULL;
+  return arena;
 }
 
-mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, size_t count, bool *is_zero) {
+/* Segments for a heap: from its exclusive arena only, if it has one, else
+ * from the shared arenas (never from another heap's exclusive one). */
+mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, size_t count, bool *is_zero) {
   mia_lock(&sp->lock);
   mia_arena_t *arena;
   size_t idx = SIZE_MAX;
   for (arena = sp->arenas; arena != NULL; arena = arena->next) {
+    if (only != NULL ? arena != only : arena->exclusive) continue;
     idx = find_clear_run(arena->used_map, arena->segment_count, count);
     if (idx != SIZE_MAX) break;
   }
-  if (arena == NULL && mia_option_get_fast(mi_option_disallow_os_alloc) == 0) {
+  if (arena == NULL && only == NULL && mia_option_get_fast(mi_option_disallow_os_alloc) == 0) {
     arena = mia_arena_new(sp, count, false);
     if (arena != NULL) idx = 0;
   }
@@ -208,6 +216,117 @@ bool mia_arena_extend_segments(mia_segment_t *segment, size_t count, size_t extr
   mia_unlock(&sp->lock);
   *is_zero = zero;
   return ok;
+}
+
+mia_arena_t *mia_arena_by_id(mia_subproc_t *sp, int id) {
+  mia_lock(&sp->lock);
+  mia_arena_t *a = sp->arenas;
+  while (a != NULL && a->id != id) a = a->next;
+  mia_unlock(&sp->lock);
+  return a;
+}
+
+/* mi_subproc_destroy: every arena goes, whatever it still holds. */
+void mia_arenas_destroy(mia_subproc_t *sp) {
+  mia_lock(&sp->lock);
+  mia_arena_t *a = sp->arenas;
+  sp->arenas = NULL;
+  sp->abandoned = NULL;
+  mia_unlock(&sp->lock);
+  while (a != NULL) {
+    mia_arena_t *next = a->next;
+    size_t used = 0;
+    for (size_t i = 0; i < a->segment_count; i++) used += bit_get(a->used_map, i);
+    mia_stat_add(&mia_stats_global.segments, -(int64_t)used);
+    mia_pagemap_set(a->base, a->segment_count * MIA_SEGMENT_SLICES, NULL);
+    if (!a->caller_owned) mia_prim_release(a->base, a->size);
+    size_t words = (a->segment_count + MIA_BITS - 1) / MIA_BITS;
+    size_t meta = sizeof(mia_arena_t) + 2 * words * sizeof(uint64_t);
+    meta = (meta + mia_prim_page_size() - 1) & ~(mia_prim_page_size() - 1);
+    mia_prim_release(a, meta);
+    a = next;
+  }
+}
+
+/* ---- the public arena API ---- */
+
+static mia_subproc_t *mia_current_subproc(void) {
+  mi_heap_t *heap = mi_heap_main();
+  return heap->subproc;
+}
+
+mia_export int mi_reserve_os_memory_ex(size_t size, bool commit, bool allow_large, bool exclusive,
+                                       mi_arena_id_t *arena_id) {
+  (void)commit;       /* memory is committed on first touch either way */
+  (void)allow_large;  /* transparent huge pages follow MIALLOC_ALLOW_LARGE_OS_PAGES */
+  if (arena_id != NULL) *arena_id = 0;
+  if (size == 0) return EINVAL;
+  mia_subproc_t *sp = mia_current_subproc();
+  mia_arena_t *arena = mia_arena_reserve(sp, size);
+  if (arena == NULL) return ENOMEM;
+  arena->exclusive = exclusive;
+  if (arena_id != NULL) *arena_id = arena->id;
+  return 0;
+}
+
+mia_export int mi_reserve_os_memory(size_t size, bool commit, bool allow_large) {
+  return mi_reserve_os_memory_ex(size, commit, allow_large, false, NULL);
+}
+
+/* Caller memory: only the 4 MiB-aligned part inside it is used, and it is
+ * never purged or unmapped (it may not be anonymous memory of ours). */
+mia_export bool mi_manage_os_memory_ex(void *start, size_t size, bool is_committed, bool is_large,
+                                       bool is_zero, int numa_node, bool exclusive,
+                                       mi_arena_id_t *arena_id) {
+  (void)is_committed;
+  (void)is_large;
+  (void)is_zero;
+  (void)numa_node;
+  if (arena_id != NULL) *arena_id = 0;
+  uintptr_t lo = ((uintptr_t)start + MIA_SEGMENT_SIZE - 1) & ~(MIA_SEGMENT_SIZE - 1);
+  uintptr_t hi = ((uintptr_t)start + size) & ~(MIA_SEGMENT_SIZE - 1);
+  if (start == NULL || (uintptr_t)start + size < (uintptr_t)start || hi <= lo) {
+    mia_error(EINVAL, "mi_manage_os_memory: %p (%zu bytes) holds no aligned 4 MiB segment\n", start, size);
+    return false;
+  }
+  mia_subproc_t *sp = mia_current_subproc();
+  mia_lock(&sp->lock);
+  /* dirty: we cannot know that the caller's memory is zero */
+  mia_arena_t *arena = mia_arena_register(sp, (uint8_t *)lo, (hi - lo) / MIA_SEGMENT_SIZE, true, true);
+  if (arena != NULL) {
+    arena->exclusive = exclusive;
+    for (size_t i = 0; i < arena->segment_count; i++) bit_set(arena->dirty_map, i);
+  }
+  mia_unlock(&sp->lock);
+  if (arena == NULL) return false;
+  if (arena_id != NULL) *arena_id = arena->id;
+  return true;
+}
+
+mia_export bool mi_manage_os_memory(void *start, size_t size, bool is_committed, bool is_large, bool is_zero,
+                                    int numa_node) {
+  return mi_manage_os_memory_ex(start, size, is_committed, is_large, is_zero, numa_node, false, NULL);
+}
+
+/* Explicit huge pages come in 1 GiB units here; pages is a count of them. */
+mia_export int mi_reserve_huge_os_pages_at(size_t pages, int numa_node, size_t timeout_msecs) {
+  (void)numa_node;
+  (void)timeout_msecs;
+  if (pages == 0) return 0;
+  return mia_arena_reserve_huge(mia_current_subproc(), pages) ? 0 : ENOMEM;
+}
+
+mia_export int mi_reserve_huge_os_pages_interleave(size_t pages, size_t numa_nodes, size_t timeout_msecs) {
+  (void)numa_nodes;
+  return mi_reserve_huge_os_pages_at(pages, -1, timeout_msecs);
+}
+
+mia_export void *mi_arena_area(mi_arena_id_t arena_id, size_t *size) {
+  if (size != NULL) *size = 0;
+  mia_arena_t *arena = mia_arena_by_id(mia_current_subproc(), arena_id);
+  if (arena == NULL) return NULL;
+  if (size != NULL) *size = arena->size;
+  return arena->base;
 }
 
 size_t mia_arena_reserved_total(void) {

@@ -27,6 +27,8 @@ static void mia_page_unfull(mia_page_t *page) {
 }
 
 void mia_free_generic(mia_page_t *page, void *p) {
+  /* a sampled block: the profiler hears of it, whichever thread frees it */
+  if (mia_unlikely(page->flags & MIA_PAGE_HAS_SAMPLED)) mia_prof_free(page, p);
   if (page->is_huge) {
     mia_huge_page_free(page);
     return;

@@ -18,7 +18,8 @@
  * first allocation of any thread falls into the slow path. */
 mia_page_t mia_page_empty;
 mia_theap_t mia_theap_empty = {.pages_direct = {[0 ... MIA_DIRECT_WSIZE_MAX] = &mia_page_empty}};
-mia_subproc_t mia_subproc_main;
+mia_subproc_t mia_subproc_main = {.heap_main = {.subproc = &mia_subproc_main, .is_main = true},
+                                  .is_main = true};
 uintptr_t mia_process_secret;
 _Atomic(int) mia_process_state;
 static uint64_t mia_process_start_ms;
@@ -44,7 +45,8 @@ static mia_tld_t *mia_td_free;
 static uint8_t *mia_td_chunk;
 static size_t mia_td_chunk_left;
 
-static mia_thread_data_t *mia_thread_data_alloc(void) {
+/* A zeroed tld with its theap attached (not yet initialised). */
+mia_tld_t *mia_thread_data_alloc(void) {
   mia_lock(&mia_td_lock);
   mia_thread_data_t *td = NULL;
   if (mia_td_free != NULL) {
@@ -63,15 +65,18 @@ static mia_thread_data_t *mia_thread_data_alloc(void) {
     }
   }
   mia_unlock(&mia_td_lock);
-  return td;
+  if (td == NULL) return NULL;
+  memset(&td->tld, 0, sizeof td->tld);
+  td->tld.theap_default = &td->theap;
+  return &td->tld;
 }
 
 /* Thread data is never unmapped: a remote free may still read the theap
  * pointer of a page whose owner just exited (see page.c). */
-static void mia_thread_data_free(mia_thread_data_t *td) {
+void mia_thread_data_free(mia_tld_t *tld) {
   mia_lock(&mia_td_lock);
-  td->tld.next_free = mia_td_free;
-  mia_td_free = &td->tld;
+  tld->next_free = mia_td_free;
+  mia_td_free = tld;
   mia_unlock(&mia_td_lock);
 }
 
@@ -81,16 +86,16 @@ static void mia_thread_done_cb(void *value);
 
 static void mia_fork_prepare(void) {
   mia_lock(&mia_td_lock);
-  mia_lock(&mia_subproc_main.lock);
+  mia_subprocs_fork_prepare();
 }
 
 static void mia_fork_parent(void) {
-  mia_unlock(&mia_subproc_main.lock);
+  mia_subprocs_fork_parent();
   mia_unlock(&mia_td_lock);
 }
 
 static void mia_fork_child(void) {
-  mia_subproc_main.lock = 0;
+  mia_subprocs_fork_child();
   mia_td_lock = 0;
   mia_purge_fork_child();
 }
@@ -133,29 +138,35 @@ mia_theap_t *mia_thread_init_slow(void) {
   if (atomic_load(&mia_process_state) != 2) mia_process_init();
   mia_theap_t *current = mia_theap_get();
   if (current != &mia_theap_empty) return current;
-  mia_thread_data_t *td = mia_thread_data_alloc();
-  if (td == NULL) return NULL;
-  memset(&td->tld, 0, sizeof td->tld);
-  td->tld.subproc = &mia_subproc_main;
-  td->tld.theap_default = &td->theap;
-  mia_theap_init(&td->theap, &td->tld);
-  mia_theap_set(&td->theap);
+  mia_tld_t *tld = mia_thread_data_alloc();
+  if (tld == NULL) return NULL;
+  mia_theap_t *theap = tld->theap_default;
+  tld->subproc = &mia_subproc_main;
+  tld->heap = &mia_subproc_main.heap_main;
+  tld->thread_tld = tld;
+  mia_theap_init(theap, tld);
+  mia_theap_set(theap);
   /* after the theap is live: for a key past the first block glibc's
    * pthread_setspecific allocates, and that must find a working theap */
-  if (mia_theap_key != (pthread_key_t)-1) pthread_setspecific(mia_theap_key, &td->theap);
+  if (mia_theap_key != (pthread_key_t)-1) pthread_setspecific(mia_theap_key, theap);
+  mia_heap_link_theap(tld->heap, theap);
   mia_stat_add(&mia_stats_global.threads, 1);
-  return &td->theap;
+  return theap;
 }
 
 static void mia_thread_done_theap(mia_theap_t *theap) {
   if (theap == NULL || theap == &mia_theap_empty) return;
-  mia_tld_t *tld = theap->tld;
+  /* the TLS may point at a first-class heap's part (mi_heap_set_default) */
+  mia_tld_t *tld = theap->tld->thread_tld;
   if (tld->is_done) return;
   tld->is_done = true;
   mia_theap_set(&mia_theap_empty);
-  mia_theap_abandon(theap);
+  mia_thread_release_heap_theaps(tld);
+  mia_theap_t *main_theap = tld->theap_default;
+  mia_heap_unlink_theap(main_theap);
+  mia_theap_abandon_to(main_theap, &tld->subproc->abandoned, &tld->subproc->lock);
   mia_stat_add(&mia_stats_global.threads, -1);
-  mia_thread_data_free((mia_thread_data_t *)tld);
+  mia_thread_data_free(tld);
 }
 
 static void mia_thread_done_cb(void *value) { mia_thread_done_theap((mia_theap_t *)value); }
@@ -197,14 +208,15 @@ mia_export void mi_collect(bool force) {
   if (theap == &mia_theap_empty) return;
   mia_deferred_free(theap, force);
   mia_theap_collect(theap, force);
-  if (force) {
+  mia_subproc_t *sp = theap->tld->subproc;
+  if (force && theap->tld->heap->is_main) {
     /* abandoned segments may hold nothing but freed blocks by now */
     mia_segment_t *seg;
-    while (mia_subproc_main.abandoned != NULL && mia_segment_reclaim_one(theap->tld, &seg)) {
+    while (sp->abandoned != NULL && mia_segment_reclaim_one(theap->tld, &seg)) {
     }
     mia_theap_collect(theap, true);
   }
-  mia_arenas_purge(&mia_subproc_main, force);
+  mia_arenas_purge(sp, force);
 }
 
 /* ---- the deferred-free callback: the program may free its own cached

@@ -53,6 +53,8 @@ extern _Atomic(int) mia_process_state;   /* 0 none, 1 initialising, 2 ready */
 extern bool mia_redirected;
 void mia_process_init(void);
 mia_theap_t *mia_thread_init_slow(void);
+mia_tld_t *mia_thread_data_alloc(void);
+void mia_thread_data_free(mia_tld_t *tld);
 uint64_t mia_process_start(void);
 void mia_deferred_free(mia_theap_t *theap, bool force);
 
@@ -130,12 +132,28 @@ size_t mia_page_usable_of(const mia_page_t *page, const void *p);
 void *mia_page_block_start(const mia_page_t *page, const void *p);
 void mia_free_remote(mia_page_t *page, mia_block_t *block);
 
+/* Hand out the first block of a page's (non-empty) free list. */
+static inline void *mia_page_pop(mia_page_t *page, bool zero) {
+  mia_block_t *block = page->free;
+  page->free = mia_block_next(page, block);
+  page->used++;
+  if (zero) {
+    if (page->free_is_zero) block->next = NULL;
+    else mia_memzero(block, page->block_size);
+  }
+  return block;
+}
+
 /* ---- theaps (theap.c) ---- */
 void mia_theap_init(mia_theap_t *theap, mia_tld_t *tld);
+void mia_page_set_flag(mia_page_t *page, uint8_t flag, bool on);
+void *mia_malloc_huge(mia_theap_t *theap, size_t size, bool zero);
 void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) mia_noinline;
 void mia_page_retire(mia_page_t *page) mia_noinline;
 void mia_theap_collect(mia_theap_t *theap, bool force);
-void mia_theap_abandon(mia_theap_t *theap);
+void mia_theap_abandon_to(mia_theap_t *theap, mia_segment_t **list, int *lock);
+void mia_theap_destroy_pages(mia_theap_t *theap);
+void mia_theap_reset_queues(mia_theap_t *theap);
 void mia_theap_queue_page(mia_theap_t *theap, mia_page_t *page);
 void mia_theap_process_remote(mia_theap_t *theap);
 void mia_theap_collect_page_from_full(mia_theap_t *theap, mia_page_t *page);
@@ -143,22 +161,66 @@ void mia_theap_collect_page_from_full(mia_theap_t *theap, mia_page_t *page);
 /* ---- segments (segment.c) ---- */
 mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices);
 void mia_segment_page_free(mia_page_t *page);
-mia_page_t *mia_huge_page_alloc(mia_subproc_t *sp, size_t size, size_t alignment);
+mia_page_t *mia_huge_page_alloc(mi_heap_t *heap, size_t size, size_t alignment);
 void mia_huge_page_free(mia_page_t *page);
+void mia_huge_release(mia_page_t *page);
+void mia_huge_destroy(mia_segment_t *seg);
+void mia_huge_move_to_heap(mia_segment_t *seg, mi_heap_t *heap);
+void mia_segment_destroy(mia_segment_t *seg);
+void mia_segment_visit_pages(mia_segment_t *seg, bool (*fun)(mia_page_t *page, void *arg), void *arg,
+                             bool *stop);
 bool mia_huge_page_grow(mia_page_t *page, size_t newsize);
 void mia_huge_page_shrink(mia_page_t *page, size_t newsize);
 void mia_segments_purge(mia_tld_t *tld, bool force);
-void mia_segments_abandon(mia_tld_t *tld);
+void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, int *lock);
 bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out);
 
 /* ---- arenas (arena.c) ---- */
-mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, size_t count, bool *is_zero);
+mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, size_t count, bool *is_zero);
+mia_arena_t *mia_arena_by_id(mia_subproc_t *sp, int id);
+void mia_arenas_destroy(mia_subproc_t *sp);
 void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count);
 void mia_arenas_purge(mia_subproc_t *sp, bool force);
 size_t mia_arena_reserved_total(void);
-bool mia_arena_reserve(mia_subproc_t *sp, size_t bytes);
+mia_arena_t *mia_arena_reserve(mia_subproc_t *sp, size_t bytes);
 bool mia_arena_reserve_huge(mia_subproc_t *sp, size_t gib);
 bool mia_arena_extend_segments(mia_segment_t *segment, size_t count, size_t extra, bool *is_zero);
+
+/* ---- heaps (heap.c) and sub-processes (subproc.c) ---- */
+mia_theap_t *mia_heap_theap_slow(mi_heap_t *heap) mia_noinline;
+void mia_heap_link_theap(mi_heap_t *heap, mia_theap_t *theap);
+void mia_heap_unlink_theap(mia_theap_t *theap);
+void mia_thread_release_heap_theaps(mia_tld_t *ttld);
+mi_heap_t *mia_heap_of_page(const mia_page_t *page);
+void mia_heaps_fork_prepare(void);
+void mia_heaps_fork_release(bool child);
+void mia_subprocs_fork_prepare(void);
+void mia_subprocs_fork_parent(void);
+void mia_subprocs_fork_child(void);
+
+/* ---- the profiler interface (prof.c): everything here runs only in slow
+ * paths, and only while mia_prof_enabled is set ---- */
+extern bool mia_prof_enabled;
+/* Is a profiler sampling anywhere?  Tested in slow paths only; constant
+ * false when configured with --disable-prof. */
+static inline bool mia_prof_on(void) {
+#if MIALLOC_PROF
+  return __atomic_load_n(&mia_prof_enabled, __ATOMIC_RELAXED);
+#else
+  return false;
+#endif
+}
+bool mia_prof_malloc(mia_theap_t *theap, size_t size, bool zero, void **out) mia_noinline;
+void *mia_prof_page_due(mia_theap_t *theap, mia_page_t *page, size_t size, bool zero) mia_noinline;
+void mia_prof_account(mia_page_t *page) mia_noinline;
+bool mia_prof_free(mia_page_t *page, void *p) mia_noinline;
+void mia_prof_page_destroyed(mia_page_t *page);
+void *mia_prof_user_pointer(mia_page_t *page, void *block);
+
+/* ---- live blocks of a page (page.c) ---- */
+typedef bool (mia_block_fun)(mia_page_t *page, void *block, void *arg);
+size_t mia_page_live_count(mia_page_t *page);
+bool mia_page_visit_live(mia_page_t *page, mia_block_fun *fun, void *arg);
 
 /* ---- background purging (purge.c) ---- */
 void mia_purge_schedule(mia_subproc_t *sp, size_t dirty_bytes);
@@ -173,7 +235,12 @@ void mia_stats_print_at_exit(void);
 
 /* ---- allocation helpers shared by the API files ---- */
 void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size_t offset, bool zero);
-void *mia_realloc_zero(void *p, size_t newsize, bool zero);
+void *mia_realloc_zero(mia_theap_t *theap, void *p, size_t newsize, bool zero);
+void *mia_realloc_aligned(mia_theap_t *theap, void *p, size_t newsize, size_t alignment, size_t offset,
+                          bool zero);
+char *mia_strdup(mia_theap_t *theap, const char *s);
+char *mia_strndup(mia_theap_t *theap, const char *s, size_t n);
+char *mia_realpath(mia_theap_t *theap, const char *fname, char *resolved_name);
 void mia_free_generic(mia_page_t *page, void *p) mia_noinline;
 void mia_free_invalid(void *p) mia_cold;
 size_t mia_usable_size(const void *p);

@@ -22,6 +22,8 @@ void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zer
   atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
   page->flags = 0;
   page->is_zero_init = is_zero;
+  page->sample_rest = NULL;
+  page->sample_left = -1;
 #if MIALLOC_SECURE
   mia_prim_random_buf(page->keys, sizeof page->keys);
   page->keys[0] |= 1;
@@ -43,6 +45,7 @@ bool mia_page_extend(mia_page_t *page) {
   page->free = (mia_block_t *)first;
   page->free_is_zero = page->is_zero_init && page->local_free == NULL;
   page->capacity += (uint32_t)n;
+  if (mia_unlikely(mia_prof_on())) mia_prof_account(page);
   return true;
 }
 
@@ -60,11 +63,73 @@ void mia_page_collect(mia_page_t *page) {
       page->used -= n;
     }
   }
-  if (page->free == NULL && page->local_free != NULL) {
+  if (page->free != NULL) return;
+  if (mia_unlikely(page->sample_rest != NULL)) {
+    /* a sample is due here: the slow path takes it (mia_prof_page_due),
+     * unless the profiler stopped meanwhile */
+    if (mia_prof_on()) return;
+    page->free = page->sample_rest;
+    page->sample_rest = NULL;
+    page->sample_left = -1;
+    page->free_is_zero = false;
+    return;
+  }
+  if (page->local_free != NULL) {
     page->free = page->local_free;
     page->local_free = NULL;
     page->free_is_zero = false;
+    if (mia_unlikely(mia_prof_on())) mia_prof_account(page);
   }
+}
+
+/* ---- live blocks: everything carved out that is on no free list ---- */
+
+#define MIA_PAGE_MAX_BLOCKS (MIA_SLICE_SIZE / MIA_WORD_SIZE)
+
+static void mark_list(const mia_page_t *page, const mia_block_t *b, uint64_t *freemap, size_t *nfree) {
+  size_t bsize = page->block_size;
+  /* bounded: a list corrupted by the program must not loop forever */
+  for (size_t guard = 0; b != NULL && guard < page->capacity; guard++) {
+    size_t diff = (size_t)((const uint8_t *)b - page->start);
+    size_t i = diff / bsize;
+    if ((const uint8_t *)b < page->start || i >= page->capacity) break;
+    if (!((freemap[i / 64] >> (i % 64)) & 1)) {
+      freemap[i / 64] |= (uint64_t)1 << (i % 64);
+      (*nfree)++;
+    }
+    b = mia_block_next(page, b);
+  }
+}
+
+static size_t mia_page_free_map(mia_page_t *page, uint64_t *freemap) {
+  size_t nfree = 0;
+  memset(freemap, 0, ((page->capacity + 63) / 64) * sizeof(uint64_t));
+  mark_list(page, page->free, freemap, &nfree);
+  mark_list(page, page->local_free, freemap, &nfree);
+  mark_list(page, page->sample_rest, freemap, &nfree);
+  mark_list(page, (const mia_block_t *)atomic_load_explicit(&page->thread_free, memory_order_acquire),
+            freemap, &nfree);
+  return nfree;
+}
+
+size_t mia_page_live_count(mia_page_t *page) {
+  if (page->is_huge) return page->used;
+  if (page->capacity > MIA_PAGE_MAX_BLOCKS) return page->used;
+  uint64_t freemap[MIA_PAGE_MAX_BLOCKS / 64];
+  return page->capacity - mia_page_free_map(page, freemap);
+}
+
+/* Call fun for each live block (its start); false when fun stopped it. */
+bool mia_page_visit_live(mia_page_t *page, mia_block_fun *fun, void *arg) {
+  if (page->is_huge) return page->used == 0 || fun(page, page->start, arg);
+  if (page->capacity > MIA_PAGE_MAX_BLOCKS) return true;
+  uint64_t freemap[MIA_PAGE_MAX_BLOCKS / 64];
+  mia_page_free_map(page, freemap);
+  for (size_t i = 0; i < page->capacity; i++) {
+    if ((freemap[i / 64] >> (i % 64)) & 1) continue;
+    if (!fun(page, page->start + i * page->block_size, arg)) return false;
+  }
+  return true;
 }
 
 /* The start of the block that contains p (p may point inside it after an

@@ -48,16 +48,19 @@ static void mia_segment_header_init(mia_segment_t *seg, mia_subproc_t *sp, size_
  * left one behind (reusing its memory beats reserving more), else a fresh
  * one from the arenas. */
 static mia_segment_t *mia_segment_new(mia_tld_t *tld, size_t count) {
-  long tries = mia_option_get_fast(mi_option_max_segment_reclaim);
+  /* only the main heap adopts: abandoned memory belongs to it, and a
+   * first-class heap that took some would free it in mi_heap_destroy */
+  long tries = tld->heap->is_main ? mia_option_get_fast(mi_option_max_segment_reclaim) : 0;
   mia_segment_t *seg;
   for (long i = 0; i < tries && mia_segment_reclaim_one(tld, &seg); i++) {
     if (seg != NULL && find_free_slices(seg->used_mask, count) != 0) return seg;
   }
   bool is_zero;
-  seg = mia_arena_alloc_segments(tld->subproc, 1, &is_zero);
+  seg = mia_arena_alloc_segments(tld->subproc, tld->heap->arena, 1, &is_zero);
   if (seg == NULL) return NULL;
   mia_segment_header_init(seg, tld->subproc, MIA_SEGMENT_SIZE, is_zero);
   seg->tld = tld;
+  seg->heap = tld->heap;
   list_push(&tld->segments, seg);
   tld->segment_count++;
   return seg;
@@ -191,13 +194,46 @@ void mia_segments_purge(mia_tld_t *tld, bool force) {
 
 /* ---- huge spans: whole segments, one block, freed by any thread ---- */
 
-mia_page_t *mia_huge_page_alloc(mia_subproc_t *sp, size_t size, size_t alignment) {
+/* Huge spans are listed with their heap, so that mi_heap_destroy finds
+ * them; frees come from any thread, hence the heap's lock. */
+static void mia_huge_link(mia_segment_t *seg, mi_heap_t *heap) {
+  mia_lock(&heap->lock);
+  seg->heap = heap;
+  list_push(&heap->huge, seg);
+  mia_unlock(&heap->lock);
+}
+
+/* Take the span off its heap's list. */
+static void mia_huge_unlink(mia_segment_t *seg) {
+  for (;;) {
+    mi_heap_t *heap = __atomic_load_n(&seg->heap, __ATOMIC_ACQUIRE);
+    mia_lock(&heap->lock);
+    /* a delete of the heap may have moved the span meanwhile */
+    if (__atomic_load_n(&seg->heap, __ATOMIC_RELAXED) == heap) {
+      list_remove(&heap->huge, seg);
+      mia_unlock(&heap->lock);
+      return;
+    }
+    mia_unlock(&heap->lock);
+  }
+}
+
+void mia_huge_move_to_heap(mia_segment_t *seg, mi_heap_t *heap) {
+  seg->next = seg->prev = NULL;
+  mia_lock(&heap->lock);
+  list_push(&heap->huge, seg);
+  __atomic_store_n(&seg->heap, heap, __ATOMIC_RELEASE);
+  mia_unlock(&heap->lock);
+}
+
+mia_page_t *mia_huge_page_alloc(mi_heap_t *heap, size_t size, size_t alignment) {
+  mia_subproc_t *sp = heap->subproc;
   size_t extra = alignment > MIA_SLICE_SIZE ? alignment : 0;
   size_t need = MIA_SLICE_SIZE + size + extra;
   if (need < size) return NULL;
   size_t count = (need + MIA_SEGMENT_SIZE - 1) / MIA_SEGMENT_SIZE;
   bool is_zero;
-  mia_segment_t *seg = mia_arena_alloc_segments(sp, count, &is_zero);
+  mia_segment_t *seg = mia_arena_alloc_segments(sp, heap->arena, count, &is_zero);
   if (seg == NULL) return NULL;
   mia_segment_header_init(seg, sp, count * MIA_SEGMENT_SIZE, is_zero);
   seg->is_huge = true;
@@ -215,6 +251,7 @@ mia_page_t *mia_huge_page_alloc(mia_subproc_t *sp, size_t size, size_t alignment
   mia_pagemap_set(page->start, count * MIA_SEGMENT_SLICES - 1, page);
   mia_stat_add(&mia_stats_global.huge_blocks, 1);
   mia_stat_add(&mia_stats_global.huge, (int64_t)seg->size);
+  mia_huge_link(seg, heap);
   return page;
 }
 
@@ -253,6 +290,19 @@ void mia_huge_page_shrink(mia_page_t *page, size_t newsize) {
 
 void mia_huge_page_free(mia_page_t *page) {
   mia_segment_t *seg = mia_segment_of_page(page);
+  mia_huge_unlink(seg);
+  mia_huge_release(page);
+}
+
+/* mi_heap_destroy: the span is already off its heap's list. */
+void mia_huge_destroy(mia_segment_t *seg) {
+  mia_page_t *page = &seg->pages[1];
+  if (page->flags & MIA_PAGE_HAS_SAMPLED) mia_prof_page_destroyed(page);
+  mia_huge_release(page);
+}
+
+void mia_huge_release(mia_page_t *page) {
+  mia_segment_t *seg = mia_segment_of_page(page);
   size_t count = seg->size / MIA_SEGMENT_SIZE;
   mia_pagemap_set(page->start, count * MIA_SEGMENT_SLICES - 1, NULL);
   mia_stat_add(&mia_stats_global.huge, -(int64_t)seg->size);
@@ -279,7 +329,11 @@ static mia_page_t *mia_segment_next_page(mia_segment_t *seg, size_t *idx) {
 /* The exiting thread's theap has already given back its empty pages; what
  * is left holds live blocks.  Unowned pages (free_key 0) send every free to
  * the atomic thread_free list until another thread reclaims the segment. */
-void mia_segments_abandon(mia_tld_t *tld) {
+void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, int *lock) {
+  mia_subproc_t *sp = tld->subproc;
+  /* on the sub-process's list the blocks belong to its main heap; on a
+   * heap's own list (lock held by the caller) they stay with that heap */
+  mi_heap_t *heap = list == &sp->abandoned ? &sp->heap_main : tld->heap;
   /* empty segments go straight back to their arena (purged there on time) */
   for (mia_segment_t *seg = tld->segments, *next; seg != NULL; seg = next) {
     next = seg->next;
@@ -287,7 +341,6 @@ void mia_segments_abandon(mia_tld_t *tld) {
   }
   mia_segment_t *lists[2] = {tld->segments, tld->segments_full};
   tld->segments = tld->segments_full = NULL;
-  mia_subproc_t *sp = tld->subproc;
   for (int l = 0; l < 2; l++) {
     mia_segment_t *seg = lists[l];
     while (seg != NULL) {
@@ -302,11 +355,12 @@ void mia_segments_abandon(mia_tld_t *tld) {
       }
       seg->tld = NULL;
       seg->in_full_list = false;
-      mia_lock(&sp->lock);
+      __atomic_store_n(&seg->heap, heap, __ATOMIC_RELEASE);
+      if (lock != NULL) mia_lock(lock);
       seg->prev = NULL;
-      seg->next = sp->abandoned;
-      sp->abandoned = seg;
-      mia_unlock(&sp->lock);
+      seg->next = *list;
+      *list = seg;
+      if (lock != NULL) mia_unlock(lock);
       __atomic_fetch_add(&mia_stats_global.abandoned_segments, 1, __ATOMIC_RELAXED);
       seg = next;
     }
@@ -330,6 +384,7 @@ bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out) {
   mia_unlock(&sp->lock);
   if (seg == NULL) return false;
   seg->tld = tld;
+  __atomic_store_n(&seg->heap, tld->heap, __ATOMIC_RELEASE);
   seg->next = seg->prev = NULL;
   bool full = seg->used_mask == MIA_ALL_SLICES;
   list_push(full ? &tld->segments_full : &tld->segments, seg);
@@ -353,4 +408,30 @@ bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out) {
   }
   *out = seg;
   return true;
+}
+
+/* mi_heap_destroy and mi_subproc_destroy: the whole segment goes back,
+ * whatever its pages still hold.  Its owner is gone or off its lists. */
+void mia_segment_destroy(mia_segment_t *seg) {
+  size_t idx = 1;
+  mia_page_t *page;
+  while ((page = mia_segment_next_page(seg, &idx)) != NULL) {
+    if (page->flags & MIA_PAGE_HAS_SAMPLED) mia_prof_page_destroyed(page);
+    mia_pagemap_set(page->start, page->slice_count, NULL);
+    atomic_store_explicit(&page->theap, NULL, memory_order_relaxed);
+    page->free_key = 0;
+    mia_stat_add(&mia_stats_global.pages, -1);
+  }
+  seg->used_mask = 1;
+  seg->tld = NULL;
+  mia_arena_free_segments(seg->subproc, seg, 1);
+}
+
+/* Call fun for every page with blocks in the segment. */
+void mia_segment_visit_pages(mia_segment_t *seg, bool (*fun)(mia_page_t *page, void *arg), void *arg,
+                             bool *stop) {
+  size_t idx = 1;
+  mia_page_t *page;
+  while (!*stop && (page = mia_segment_next_page(seg, &idx)) != NULL)
+    if (!fun(page, arg)) *stop = true;
 }

@@ -18,6 +18,7 @@ void mia_theap_init(mia_theap_t *theap, mia_tld_t *tld) {
   for (size_t b = 1; b <= MIA_BIN_HUGE; b++) theap->pages[b].block_size = mia_bin_size[b];
   theap->tld = tld;
   theap->tid = mia_prim_thread_id();
+  theap->huge_sample_left = -1;
 }
 
 /* Keep the direct table's entries for this bin pointing at its first page. */
@@ -56,7 +57,7 @@ static void queue_push_back(mia_page_queue_t *pq, mia_page_t *page) {
   pq->last = page;
 }
 
-static void mia_page_set_flag(mia_page_t *page, uint8_t flag, bool on) {
+void mia_page_set_flag(mia_page_t *page, uint8_t flag, bool on) {
   uint8_t flags = on ? (uint8_t)(page->flags | flag) : (uint8_t)(page->flags & ~flag);
   __atomic_store_n(&page->flags, flags, __ATOMIC_SEQ_CST);
   page->free_key = (page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK) | flags;
@@ -148,8 +149,9 @@ static mia_page_t *mia_find_free_page(mia_theap_t *theap, uint8_t bin) {
   while (page != NULL) {
     mia_page_t *next = page->next;
     mia_page_collect(page);
-    if (page->free == NULL) mia_page_extend(page);
-    if (page->free != NULL) {
+    if (page->free == NULL && page->sample_rest == NULL) mia_page_extend(page);
+    /* a page holding back blocks for a profiler sample counts as free */
+    if (page->free != NULL || page->sample_rest != NULL) {
       if (page != pq->first) {
         queue_remove(pq, page);
         queue_push_front(pq, page);
@@ -167,8 +169,8 @@ static mia_page_t *mia_find_free_page(mia_theap_t *theap, uint8_t bin) {
   return mia_page_fresh(theap, bin);
 }
 
-static void *mia_malloc_huge(mia_theap_t *theap, size_t size, bool zero) {
-  mia_page_t *page = mia_huge_page_alloc(theap->tld->subproc, size, 0);
+void *mia_malloc_huge(mia_theap_t *theap, size_t size, bool zero) {
+  mia_page_t *page = mia_huge_page_alloc(theap->tld->heap, size, 0);
   if (page == NULL) {
     errno = ENOMEM;
     return NULL;
@@ -197,6 +199,10 @@ void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) {
     page = theap->pages[bin].first;
     if (page != NULL && page->free != NULL) goto pop;
   }
+  if (mia_unlikely(mia_prof_on())) {
+    void *p;
+    if (mia_prof_malloc(theap, size, zero, &p)) return p;
+  }
   if (atomic_load_explicit(&theap->remote_pages, memory_order_relaxed) != NULL)
     mia_theap_process_remote(theap);
   if (size > MIA_LARGE_MAX) return mia_malloc_huge(theap, size, zero);
@@ -205,15 +211,9 @@ void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
-pop:;
-  mia_block_t *block = page->free;
-  page->free = mia_block_next(page, block);
-  page->used++;
-  if (zero) {
-    if (page->free_is_zero) block->next = NULL;
-    else mia_memzero(block, page->block_size);
-  }
-  return block;
+  if (mia_unlikely(page->free == NULL)) return mia_prof_page_due(theap, page, size, zero);
+pop:
+  return mia_page_pop(page, zero);
 }
 
 /* Called when a page's last block came back.  The bin's current page stays;
@@ -268,6 +268,12 @@ static void mia_theap_free_empty_pages(mia_theap_t *theap, bool force) {
   }
 }
 
+void mia_theap_reset_queues(mia_theap_t *theap) {
+  for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++) theap->pages[bin].first = theap->pages[bin].last = NULL;
+  for (size_t w = 0; w <= MIA_DIRECT_WSIZE_MAX; w++) theap->pages_direct[w] = &mia_page_empty;
+  theap->full.first = theap->full.last = NULL;
+}
+
 /* mi_collect: empty pages back to their segments, then purge what waited
  * long enough (everything when force). */
 void mia_theap_collect(mia_theap_t *theap, bool force) {
@@ -275,18 +281,32 @@ void mia_theap_collect(mia_theap_t *theap, bool force) {
   mia_segments_purge(theap->tld, force);
 }
 
-/* Thread exit: give back every empty page, then leave the rest (pages with
- * live blocks) to be reclaimed by other threads. */
-void mia_theap_abandon(mia_theap_t *theap) {
+/* Thread exit (or the end of a heap part): give back every empty page,
+ * then leave the rest (pages with live blocks) on the given abandoned list,
+ * to be reclaimed by other threads or destroyed with their heap. */
+void mia_theap_abandon_to(mia_theap_t *theap, mia_segment_t **list, int *lock) {
   /* no purge here: a program starting threads over and over would fault
    * the same memory in again each time; the arenas purge it on time */
   mia_theap_free_empty_pages(theap, true);
-  for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++) {
-    theap->pages[bin].first = theap->pages[bin].last = NULL;
-    if (bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, (uint8_t)bin);
-  }
-  theap->full.first = theap->full.last = NULL;
-  mia_segments_abandon(theap->tld);
+  mia_theap_reset_queues(theap);
+  mia_segments_abandon(theap->tld, list, lock);
   /* pages may have been queued on us while we abandoned them */
   mia_theap_process_remote(theap);
+}
+
+/* mi_heap_destroy: every segment of this part goes back to its arena,
+ * live blocks and all.  Sampled blocks are reported freed first. */
+void mia_theap_destroy_pages(mia_theap_t *theap) {
+  mia_theap_reset_queues(theap);
+  atomic_store_explicit(&theap->remote_pages, NULL, memory_order_relaxed);
+  mia_tld_t *tld = theap->tld;
+  mia_segment_t *lists[2] = {tld->segments, tld->segments_full};
+  tld->segments = tld->segments_full = NULL;
+  tld->segment_count = 0;
+  for (int l = 0; l < 2; l++) {
+    for (mia_segment_t *seg = lists[l], *next; seg != NULL; seg = next) {
+      next = seg->next;
+      mia_segment_destroy(seg);
+    }
+  }
 }

@@ -50,4 +50,13 @@ static inline void mia_theap_set(mia_theap_t *theap) {
 #error "configure chose no TLS model"
 #endif
 
+/* The calling thread's part of heap: its default theap in the common case
+ * (the main heap, or a heap made default), else a short list walk. */
+static inline mia_theap_t *mia_heap_theap(mi_heap_t *heap) {
+  mia_theap_t *theap = mia_theap_get();
+  if (mia_likely(atomic_load_explicit(&theap->heap, memory_order_relaxed) == heap && heap != NULL))
+    return theap;
+  return mia_heap_theap_slow(heap);
+}
+
 #endif

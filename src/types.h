@@ -86,6 +86,11 @@ typedef struct mia_page_s {
   _Atomic(mia_theap_t *) theap;  /* owner; read by remote freers to notify */
   struct mia_page_s *next;       /* theap queue links */
   struct mia_page_s *prev;
+  /* profiler sampling (prof.c): while a profiler runs, free holds only the
+   * blocks before the next sample; the rest wait here, so the fast path
+   * needs no counter and falls into the slow path at the sample */
+  mia_block_t *sample_rest;
+  int64_t sample_left;           /* bytes before the sample; <0: not armed */
 #if MIALLOC_SECURE
   uintptr_t keys[2];             /* free-list encoding keys */
 #endif
@@ -109,13 +114,17 @@ struct mia_segment_s {
   uint64_t purge_at;             /* ms deadline to purge dirty free slices */
   bool is_huge;
   bool in_full_list;
-  struct mia_segment_s *next;    /* tld list, or the subproc's abandoned list */
+  mi_heap_t *heap;               /* heap of its pages (NULL: the main heap) */
+  struct mia_segment_s *next;    /* tld list, abandoned list, or heap's huge list */
   struct mia_segment_s *prev;
   mia_page_t pages[MIA_SEGMENT_SLICES];  /* indexed by first slice */
 };
 
 struct mia_arena_s {
   uint8_t *base;
+  int id;                        /* mi_arena_id_t: 1, 2, ... */
+  bool exclusive;                /* only for heaps created in it */
+  bool caller_owned;             /* mi_manage_os_memory: never unmapped */
   size_t size;
   size_t segment_count;
   mia_subproc_t *subproc;
@@ -126,9 +135,15 @@ struct mia_arena_s {
   uint64_t *dirty_map;           /* one bit per free segment not yet purged */
 };
 
-/* Per-thread data: the thread's segments and its default theap. */
+/* A segment owner: the thread's segments for one heap, and that heap's
+ * theap.  Each thread has one for its sub-process's main heap (the "thread
+ * tld", which also lists the others) and one per first-class heap it uses,
+ * so a heap's memory can be destroyed without touching another heap's. */
 struct mia_tld_s {
   mia_theap_t *theap_default;
+  mi_heap_t *heap;
+  struct mia_tld_s *thread_tld;  /* the thread's main tld (itself there) */
+  mia_theap_t *heap_theaps;      /* thread tld only: theaps of other heaps */
   mia_segment_t *segments;       /* segments with free slices */
   mia_segment_t *segments_full;  /* segments without */
   size_t segment_count;
@@ -165,13 +180,49 @@ struct mia_theap_s {
   mia_tld_t *tld;
   _Atomic(mia_page_t *) remote_pages;  /* full pages that got remote frees */
   bool in_deferred;               /* inside the deferred-free callback */
+  bool in_sample;                 /* inside a profiler sample: no sampling */
+  _Atomic(mi_heap_t *) heap;      /* NULL once the heap was deleted */
+  mia_theap_t *heap_next;         /* the heap's list of theaps */
+  mia_theap_t *heap_prev;
+  mia_theap_t *tld_next;          /* the thread's list of first-class theaps */
+  int64_t huge_sample_left;       /* profiler: bytes of huge blocks to the sample */
+  uint64_t random;                /* profiler: state of the theap's draws */
 };
+
+struct mi_heap_s {
+  mia_subproc_t *subproc;
+  mia_arena_t *arena;             /* exclusive arena, or NULL */
+  int lock;                       /* guards theaps, abandoned, huge */
+  mia_theap_t *theaps;            /* every thread's part */
+  mia_segment_t *abandoned;       /* parts of exited threads (first-class heaps) */
+  mia_segment_t *huge;            /* live huge spans */
+  struct mi_heap_s *next;         /* the sub-process's heaps; pool link */
+  struct mi_heap_s *prev;
+  int tag;
+  bool is_main;
+  bool no_profile;
+  bool allow_destroy;
+};
+
+/* What a profiler attached to a sub-process needs in the slow paths. */
+typedef struct mia_prof_s {
+  mi_profiler_t profiler;
+  size_t header_size;             /* bytes before a sampled block: cookie, size, data */
+  bool attached;
+  bool running;
+} mia_prof_t;
 
 struct mia_subproc_s {
   int lock;                       /* guards arenas, abandoned list */
   mia_arena_t *arenas;
   mia_segment_t *abandoned;
   size_t arena_count;
+  int heaps_lock;                 /* guards heaps */
+  mi_heap_t *heaps;               /* first-class heaps */
+  mi_heap_t heap_main;
+  mia_prof_t prof;
+  bool is_main;
+  struct mia_subproc_s *next;     /* list of created sub-processes */
 };
 
 #endif

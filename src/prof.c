@@ -1,0 +1,290 @@
+/* prof.c -- the profiler interface: sampling in the slow paths only.
+ *
+ * Sampling is a Poisson process over allocated bytes.  The fast path has
+ * no counter: instead, each page is its own sampling stream.  Whenever a
+ * page's free list is refilled (mia_page_collect, mia_page_extend) while a
+ * profiler runs, the list is cut after the blocks that fit in the page's
+ * byte countdown; the rest wait in page->sample_rest.  The fast path pops
+ * the accounted blocks as usual and falls into the slow path exactly at the
+ * block where the countdown runs out: that allocation is the sample.  A
+ * superposition of independent Poisson streams with one rate is a Poisson
+ * stream with that rate over all bytes, so each byte is sampled with the
+ * same probability whichever page serves it.  Huge blocks, which are slow
+ * path allocations anyway, use one countdown per theap.
+ *
+ * A sampled allocation gets a block with room for a header in front of
+ * the pointer returned: a cookie (so free can tell a sampled block), the
+ * requested size and the profiler's sample data.  Its page is flagged
+ * MIA_PAGE_HAS_SAMPLED, which sends its frees to the generic path, where
+ * on_free runs -- in whichever thread frees it.  The cost per sample is the
+ * header: no page of its own.
+ */
+#include "internal.h"
+#include "fastpath.h"
+
+#ifndef MIALLOC_PROF
+#define MIALLOC_PROF 0
+#endif
+
+#include <math.h>
+
+bool mia_prof_enabled;             /* some sub-process has a running profiler */
+static _Atomic(int) mia_prof_running_count;
+
+typedef struct mia_sample_hdr_s {
+  uintptr_t cookie;                /* process secret ^ user pointer */
+  size_t size;                     /* requested size */
+  uint8_t data[];                  /* the profiler's sample data */
+} mia_sample_hdr_t;
+
+#define MIA_SAMPLE_MAGIC ((uintptr_t)0x5a3c96e1u)
+
+static uintptr_t mia_sample_cookie(const void *p) {
+  return mia_process_secret ^ (uintptr_t)p ^ MIA_SAMPLE_MAGIC;
+}
+
+static mia_prof_t *mia_prof_of(mia_theap_t *theap) { return &theap->tld->subproc->prof; }
+
+/* Are this theap's pages sampling streams?  Not in heaps excluded from
+ * profiling. */
+static bool mia_prof_counting(mia_theap_t *theap) {
+  if (theap == NULL || theap == &mia_theap_empty) return false;
+  if (!__atomic_load_n(&mia_prof_of(theap)->running, __ATOMIC_ACQUIRE)) return false;
+  mi_heap_t *heap = theap->tld->heap;
+  return heap != NULL && !heap->no_profile;
+}
+
+/* Take a sample now?  Not inside one (the profiler's own work and the
+ * allocation carrying the sample): those still count down the streams. */
+static bool mia_prof_active(mia_theap_t *theap) { return mia_prof_counting(theap) && !theap->in_sample; }
+
+/* xorshift64*: the theap's own stream, so draws need no lock */
+static uint64_t mia_prof_next_random(mia_theap_t *theap) {
+  if (theap->random == 0) {
+    uint64_t seed = mia_prof_of(theap)->profiler.seed;
+    if (seed != 0) seed ^= (uint64_t)(uintptr_t)theap->tld->thread_tld * 0x9e3779b97f4a7c15ull;
+    else mia_prim_random_buf(&seed, sizeof seed);
+    theap->random = seed != 0 ? seed : 0x2545f4914f6cdd1dull;
+  }
+  uint64_t x = theap->random;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  theap->random = x;
+  return x * 0x2545f4914f6cdd1dull;
+}
+
+/* An exponential draw with the configured mean: bytes to the next sample. */
+static int64_t mia_prof_draw(mia_theap_t *theap) {
+  double mean = (double)mia_prof_of(theap)->profiler.sample_rate;
+  if (mean <= 1.0) return 0;
+  /* u in (0, 1]: 53 random bits, never 0 */
+  double u = (double)((mia_prof_next_random(theap) >> 11) + 1) * (1.0 / 9007199254740992.0);
+  double d = -log(u) * mean;
+  return d > 4e18 ? INT64_MAX / 2 : (int64_t)d;
+}
+
+static int64_t mia_prof_next_interval(mia_theap_t *theap, size_t asked) {
+  if (asked != 0) return asked > (size_t)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)asked;
+  return mia_prof_draw(theap);
+}
+
+/* Cut the page's fresh free list after the blocks its countdown covers. */
+void mia_prof_account(mia_page_t *page) {
+  if (page->sample_rest != NULL || page->free == NULL) return;
+  mia_theap_t *theap = atomic_load_explicit(&page->theap, memory_order_relaxed);
+  if (!mia_prof_counting(theap)) return;
+  if (page->sample_left < 0) page->sample_left = mia_prof_draw(theap);
+  int64_t left = page->sample_left;
+  int64_t bsize = (int64_t)page->block_size;
+  mia_block_t *prev = NULL, *b = page->free;
+  while (b != NULL && left >= bsize) {
+    left -= bsize;
+    prev = b;
+    b = mia_block_next(page, b);
+  }
+  page->sample_left = left;
+  if (b == NULL) return;
+  page->sample_rest = b;
+  if (prev != NULL) mia_block_set_next(page, prev, NULL);
+  else page->free = NULL;
+}
+
+/* Allocate size bytes with a sample header in front, and report it. */
+static void *mia_prof_sample(mia_theap_t *theap, size_t size, bool zero, size_t sample_size,
+                             int64_t *next) {
+  mia_prof_t *prof = mia_prof_of(theap);
+  size_t hsize = prof->header_size;
+  *next = -1;
+  if (size > MIA_MAX_ALLOC_SIZE - hsize) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  theap->in_sample = true;   /* nested allocations (the callback's) are not sampled */
+  uint8_t *block = mia_theap_malloc(theap, size + hsize, zero);
+  if (block == NULL) {
+    theap->in_sample = false;
+    return NULL;
+  }
+  mia_page_t *page = mia_page_of(block);
+  if (!(page->flags & MIA_PAGE_HAS_SAMPLED)) {
+    if (page->is_huge) {
+      page->flags |= MIA_PAGE_HAS_SAMPLED;
+      page->free_key |= MIA_PAGE_HAS_SAMPLED;
+    } else {
+      mia_page_set_flag(page, MIA_PAGE_HAS_SAMPLED, true);
+    }
+  }
+  uint8_t *p = block + hsize;
+  mia_sample_hdr_t *hdr = (mia_sample_hdr_t *)block;
+  hdr->size = size;
+  memset(hdr->data, 0, hsize - sizeof *hdr);
+  __atomic_store_n(&hdr->cookie, mia_sample_cookie(p), __ATOMIC_RELEASE);
+  size_t asked = prof->profiler.on_alloc(theap->tld->heap, p, size, sample_size, hdr->data,
+                                         prof->profiler.arg);
+  *next = mia_prof_next_interval(theap, asked);
+  theap->in_sample = false;
+  return p;
+}
+
+/* The slow path met a page whose countdown ran out: this allocation is
+ * the sample.  The held-back blocks return to the free list and are
+ * accounted again with the next interval. */
+void *mia_prof_page_due(mia_theap_t *theap, mia_page_t *page, size_t size, bool zero) {
+  page->free = page->sample_rest;
+  page->sample_rest = NULL;
+  page->free_is_zero = false;
+  if (!mia_prof_active(theap)) {
+    if (mia_prof_counting(theap)) {
+      /* an allocation made while taking a sample: borrow one held-back
+       * block and leave this page's own sample pending */
+      void *block = mia_page_pop(page, zero);
+      page->sample_rest = page->free;
+      page->free = NULL;
+      return block;
+    }
+    page->sample_left = -1;   /* the profiler stopped: the page is plain again */
+    return mia_page_pop(page, zero);
+  }
+  int64_t next;
+  void *p = mia_prof_sample(theap, size, zero, page->block_size, &next);
+  page->sample_left = next;
+  mia_prof_account(page);
+  return p;
+}
+
+/* Huge allocations: one countdown per theap. */
+bool mia_prof_malloc(mia_theap_t *theap, size_t size, bool zero, void **out) {
+  if (size <= MIA_LARGE_MAX || size > MIA_MAX_ALLOC_SIZE || !mia_prof_active(theap)) return false;
+  if (theap->huge_sample_left < 0) theap->huge_sample_left = mia_prof_draw(theap);
+  size_t bsize = mi_good_size(size);
+  if (theap->huge_sample_left >= (int64_t)bsize) {
+    theap->huge_sample_left -= (int64_t)bsize;
+    return false;
+  }
+  int64_t next;
+  *out = mia_prof_sample(theap, size, zero, bsize, &next);
+  theap->huge_sample_left = next;
+  return true;
+}
+
+/* A free in a page with sampled blocks: report it if p is one.  Returns
+ * whether it was; the caller frees the block either way. */
+bool mia_prof_free(mia_page_t *page, void *p) {
+  mia_sample_hdr_t *hdr = (mia_sample_hdr_t *)mia_page_block_start(page, p);
+  if ((void *)hdr == p) return false;
+  uintptr_t cookie = mia_sample_cookie(p);
+  if (__atomic_load_n(&hdr->cookie, __ATOMIC_ACQUIRE) != cookie) return false;
+  /* cleared first: a block reused for an aligned allocation must never
+   * look sampled */
+  __atomic_store_n(&hdr->cookie, 0, __ATOMIC_RELAXED);
+  mia_prof_t *prof = &mia_segment_of_page(page)->subproc->prof;
+  if (__atomic_load_n(&prof->attached, __ATOMIC_ACQUIRE) && prof->profiler.on_free != NULL) {
+    /* the callback may allocate: keep it out of sampling in this thread */
+    mia_theap_t *theap = mia_theap_get();
+    bool was = theap->in_sample;
+    if (theap != &mia_theap_empty) theap->in_sample = true;
+    prof->profiler.on_free(p, hdr->size, hdr->data, prof->profiler.arg);
+    if (theap != &mia_theap_empty) theap->in_sample = was;
+  }
+  return true;
+}
+
+static bool mia_prof_report_block(mia_page_t *page, void *block, void *arg) {
+  (void)arg;
+  mia_prof_t *prof = &mia_segment_of_page(page)->subproc->prof;
+  mia_sample_hdr_t *hdr = block;
+  /* the user pointer is past the header, whose size we only know from
+   * the live profiler; a block is sampled if its cookie matches that */
+  uint8_t *p = (uint8_t *)block + prof->header_size;
+  if (prof->header_size == 0 || __atomic_load_n(&hdr->cookie, __ATOMIC_ACQUIRE) != mia_sample_cookie(p))
+    return true;
+  mia_prof_free(page, p);
+  return true;
+}
+
+/* The page goes away with its heap: its live sampled blocks are freed. */
+void mia_prof_page_destroyed(mia_page_t *page) { mia_page_visit_live(page, mia_prof_report_block, NULL); }
+
+/* The user pointer of a live block, past a sample header if it has one. */
+void *mia_prof_user_pointer(mia_page_t *page, void *block) {
+  if (!(page->flags & MIA_PAGE_HAS_SAMPLED)) return block;
+  mia_prof_t *prof = &mia_segment_of_page(page)->subproc->prof;
+  uint8_t *p = (uint8_t *)block + prof->header_size;
+  if (prof->header_size != 0 &&
+      __atomic_load_n(&((mia_sample_hdr_t *)block)->cookie, __ATOMIC_ACQUIRE) == mia_sample_cookie(p))
+    return p;
+  return block;
+}
+
+/* ---- the public interface ---- */
+
+static void mia_prof_set_running(mia_prof_t *prof, bool running) {
+  bool was = __atomic_exchange_n(&prof->running, running, __ATOMIC_ACQ_REL);
+  if (was == running) return;
+  int n = atomic_fetch_add(&mia_prof_running_count, running ? 1 : -1) + (running ? 1 : -1);
+  __atomic_store_n(&mia_prof_enabled, n > 0, __ATOMIC_RELEASE);
+}
+
+static mia_prof_t *mia_prof_current(void) { return &mi_heap_main()->subproc->prof; }
+
+mia_export bool mi_profile(const mi_profiler_t *profiler) {
+  mia_prof_t *prof = mia_prof_current();
+  if (profiler == NULL) {
+    mia_prof_set_running(prof, false);
+    __atomic_store_n(&prof->attached, false, __ATOMIC_RELEASE);
+    return true;
+  }
+  if (!MIALLOC_PROF) {
+    mia_error(ENOSYS, "mi_profile: this build has no profiler support (configured with --disable-prof)\n");
+    return false;
+  }
+  if (profiler->sample_data_size > MI_PROFILE_DATA_MAX || profiler->on_alloc == NULL) {
+    mia_error(EINVAL, "mi_profile: sample_data_size %zu exceeds %d or on_alloc is missing\n",
+              profiler->sample_data_size, MI_PROFILE_DATA_MAX);
+    return false;
+  }
+  if (__atomic_load_n(&prof->attached, __ATOMIC_ACQUIRE)) {
+    mia_error(EBUSY, "mi_profile: a profiler is already attached to this sub-process\n");
+    return false;
+  }
+  prof->profiler = *profiler;
+  prof->header_size = sizeof(mia_sample_hdr_t) + ((profiler->sample_data_size + 15) & ~(size_t)15);
+  __atomic_store_n(&prof->attached, true, __ATOMIC_RELEASE);
+  mia_prof_set_running(prof, profiler->sample_rate > 0);
+  return true;
+}
+
+mia_export void mi_profiler_start(void) {
+  mia_prof_t *prof = mia_prof_current();
+  if (__atomic_load_n(&prof->attached, __ATOMIC_ACQUIRE) && prof->profiler.sample_rate > 0)
+    mia_prof_set_running(prof, true);
+}
+
+mia_export void mi_profiler_stop(void) { mia_prof_set_running(mia_prof_current(), false); }
+
+mia_export void mi_profiler_snapshot(void) {
+  mia_prof_t *prof = mia_prof_current();
+  if (__atomic_load_n(&prof->attached, __ATOMIC_ACQUIRE) && prof->profiler.on_snapshot != NULL)
+    prof->profiler.on_snapshot(prof->profiler.arg);
+}
