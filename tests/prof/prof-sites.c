@@ -1,5 +1,5 @@
 /* prof-sites.c -- a program with known allocation sites, run by the
- * tests/prof/*.sh scripts with the profiler started from the environment
+ * scripts in tests/prof with the profiler started from the environment
  * (MIALLOC_PROFILE...).  It links libmialloc-prof, so no preload is needed.
  *
  *   prof-sites accuracy     the accuracy workload; explicit snapshot, then
@@ -15,6 +15,11 @@
  * Sites are separate noinline functions so their names are the leaves of
  * the profile's stacks.
  */
+/* The allocation sites must stay separate functions with their own call
+ * instructions whatever CFLAGS say (automake puts the user's -O2 after the
+ * per-program flags; -O2 merges and splits such small functions). */
+#pragma GCC optimize("O0")
+
 #include "mialloc.h"
 #include "mialloc-prof.h"
 

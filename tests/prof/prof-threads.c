@@ -7,6 +7,11 @@
  * estimates, before and after, and the bytes it allocated:
  *   "before INUSE ALLOC", "after INUSE ALLOC", "requested BYTES"
  */
+/* The allocation sites must stay separate functions with their own call
+ * instructions whatever CFLAGS say (automake puts the user's -O2 after the
+ * per-program flags; -O2 merges and splits such small functions). */
+#pragma GCC optimize("O0")
+
 #include "mialloc.h"
 #include "mialloc-prof.h"
 
