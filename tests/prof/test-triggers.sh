@@ -27,14 +27,15 @@ MIALLOC_PROFILE=$tmp/inuse MIALLOC_PROFILE_INUSE_INTERVAL=32MiB MIALLOC_PROFILE_
   "$bin" inuse 128 >/dev/null 2>&1
 c=$(count inuse); [ "$c" -ge 4 ] && [ "$c" -le 6 ]; ok $? "in-use interval: $c snapshots for 4 intervals + exit"
 
-# time interval 1 s while the program sleeps 3.5 s: 3 + exit
-MIALLOC_PROFILE=$tmp/time MIALLOC_PROFILE_TIME_INTERVAL=1 "$bin" sleep 3 >/dev/null 2>&1 &
+# time interval 1 s while the program sleeps 4 s: 4 (the last one may lose
+# the race with exit) + exit
+MIALLOC_PROFILE=$tmp/time MIALLOC_PROFILE_TIME_INTERVAL=1 "$bin" sleep 4 >/dev/null 2>&1 &
 pid=$!
-sleep 2.6
+sleep 3
 c=$(count time)
-[ "$c" -ge 2 ]; ok $? "time interval: $c snapshots after 2.6 s while the program sleeps"
+[ "$c" -ge 2 ]; ok $? "time interval: $c snapshots after 3 s while the program sleeps"
 wait $pid
-c=$(count time); [ "$c" -ge 3 ] && [ "$c" -le 5 ]; ok $? "time interval: $c snapshots for a 3 s sleep (3 + exit)"
+c=$(count time); [ "$c" -ge 4 ] && [ "$c" -le 6 ]; ok $? "time interval: $c snapshots for a 4 s sleep (4 + exit)"
 
 # signal
 MIALLOC_PROFILE=$tmp/sig MIALLOC_PROFILE_SIGNAL=10 "$bin" signal 10 >/dev/null 2>&1
