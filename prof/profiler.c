@@ -213,6 +213,7 @@ static long write_snapshot(mi_pprof_profiler_t *P, bool wait) {
 /* --- the profiler thread ----------------------------------------------------- */
 static void *thread_main(void *arg) {
   mi_pprof_profiler_t *P = arg;
+  pthread_setname_np(pthread_self(), "mialloc-prof"); /* for ps -L, gdb */
   prof_guard = 1;                /* nothing on this thread is sampled */
   mi_heap_set_default(P->heap); /* and anything libc allocates here is private */
   uint64_t period = (uint64_t)P->time_interval * 1000000000ull;
