@@ -20,7 +20,7 @@
 #define MIA_PAD_FILL   0xde     /* between the program's bytes and the record */
 #define MIA_FREED_FILL 0xdf     /* debug: freed memory */
 #define MIA_FRESH_FILL 0xd0     /* debug: handed-out memory not asked to be zero */
-#define MIA_PAD_CHECK  32       /* pattern bytes checked (and written) per block */
+#define MIA_PAD_CHECK  8        /* pattern bytes checked (and written) per block */
 #define MIA_UAF_CHECK  1024     /* debug: freed bytes checked when reused */
 
 typedef struct mia_padding_s {
@@ -44,6 +44,30 @@ static uint64_t mia_canary_live(const mia_padding_t *pad) {
 
 static uint64_t mia_canary_freed(const mia_padding_t *pad) { return ~mia_canary_live(pad); }
 
+#define MIA_PAD_WORD 0xdedededededededeull
+
+/* The pattern after the program's bytes: one unaligned word when there is
+ * room (a 1-byte overflow changes its first byte), else byte by byte. */
+static inline void mia_slack_fill(uint8_t *end, size_t delta) {
+  if (mia_likely(delta >= 8)) {
+    uint64_t w = MIA_PAD_WORD;
+    memcpy(end, &w, 8);
+  } else {
+    for (size_t i = 0; i < delta; i++) end[i] = MIA_PAD_FILL;
+  }
+}
+
+static inline bool mia_slack_intact(const uint8_t *end, size_t delta) {
+  if (mia_likely(delta >= 8)) {
+    uint64_t w;
+    memcpy(&w, end, 8);
+    return w == MIA_PAD_WORD;
+  }
+  for (size_t i = 0; i < delta; i++)
+    if (end[i] != MIA_PAD_FILL) return false;
+  return true;
+}
+
 /* Record the program's size for the block holding p. */
 void mia_padding_set(void *p, size_t size) {
   mia_page_t *page = mia_page_of(p);
@@ -51,7 +75,7 @@ void mia_padding_set(void *p, size_t size) {
   mia_padding_t *pad = mia_padding_of(page, block);
   uint8_t *end = (uint8_t *)p + size;
   size_t delta = (size_t)((uint8_t *)pad - end);
-  memset(end, MIA_PAD_FILL, delta < MIA_PAD_CHECK ? delta : MIA_PAD_CHECK);
+  mia_slack_fill(end, delta);
   pad->delta = delta;
   pad->canary = mia_canary_live(pad);
 }
@@ -78,7 +102,10 @@ void mia_check_fresh_blocks(mia_page_t *page, uint8_t *first, size_t n) {
   }
 }
 
-static size_t mia_size_class(const mia_page_t *page) { return page->block_size; }
+/* The size messages name: what the program could use of the block. */
+static size_t mia_size_class(const mia_page_t *page) {
+  return page->is_huge ? page->block_size : page->block_size - MIA_PADDING_SIZE;
+}
 
 /* Is p a block mialloc handed out and has not taken back?  Reports and
  * returns false when the free must be ignored. */
@@ -100,7 +127,9 @@ static bool mia_check_free_ptr(mia_page_t *page, void *p, uint8_t **block_out) {
   }
   mia_padding_t *pad = mia_padding_of(page, block);
   if (pad->canary == mia_canary_freed(pad)) {
-    mia_error(EAGAIN, "free: double free of %p (block of %zu bytes)\n", p, mia_size_class(page));
+    size_t asked = pad->delta <= page->block_size - MIA_PADDING_SIZE
+                       ? (size_t)((uint8_t *)pad - pad->delta - (uint8_t *)p) : mia_size_class(page);
+    mia_error(EAGAIN, "free: double free of %p (%zu bytes; block of %zu bytes)\n", p, asked, mia_size_class(page));
     return false;
   }
   if (pad->canary != mia_canary_live(pad)) {
@@ -126,6 +155,30 @@ static bool mia_check_free_ptr(mia_page_t *page, void *p, uint8_t **block_out) {
   return true;
 }
 
+/* The common case, without a division: p is a block start exactly when
+ * the record one block size further holds a live canary for its address
+ * (an interior pointer lands on bytes that cannot hold that canary). */
+static inline bool mia_free_checked_fast(mia_page_t *page, void *p) {
+  if (mia_unlikely((page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) || page->is_huge ||
+                   page->is_guarded))
+    return false;
+  uint8_t *rec = (uint8_t *)p + page->block_size - MIA_PADDING_SIZE;
+  if (mia_unlikely(rec + MIA_PADDING_SIZE > page->start + (size_t)page->slice_count * MIA_SLICE_SIZE ||
+                   (uint8_t *)p < page->start))
+    return false;
+  mia_padding_t *pad = (mia_padding_t *)rec;
+  if (mia_unlikely(pad->canary != mia_canary_live(pad) || pad->delta > page->block_size - MIA_PADDING_SIZE))
+    return false;
+  uint8_t *end = rec - pad->delta;
+  if (mia_unlikely(!mia_slack_intact(end, pad->delta))) return false;
+#if MIALLOC_DEBUG
+  memset((uint8_t *)p + sizeof(mia_block_t), MIA_FREED_FILL, (size_t)(rec - (uint8_t *)p) - sizeof(mia_block_t));
+#endif
+  pad->canary = mia_canary_freed(pad);
+  mia_free_raw(page, p);
+  return true;
+}
+
 /* The checked free: validate, mark freed, then the ordinary free. */
 void mia_free_checked(void *p) {
   mia_page_t *page = mia_page_of(p);
@@ -133,6 +186,7 @@ void mia_free_checked(void *p) {
     if (p != NULL) mia_free_invalid(p);
     return;
   }
+  if (mia_likely(mia_free_checked_fast(page, p))) return;
   if (page->is_guarded) {
     mia_free_generic(page, p);
     return;
@@ -177,8 +231,30 @@ void *mia_theap_malloc_checked(mia_theap_t *theap, size_t size, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
-  bool huge = mia_padded_request(size) > MIA_LARGE_MAX;
-  uint8_t *p = mia_theap_malloc_raw(theap, mia_padded_request(size), zero && huge);
+  size_t req = mia_padded_request(size);
+#if !MIALLOC_DEBUG
+  /* the common case: a small block popped here, its record at a known
+   * place (no page lookup, no division) */
+  if (mia_likely(req <= MIA_DIRECT_SIZE_MAX)) {
+    mia_page_t *page = theap->pages_direct[mia_wsize(req)];
+    mia_block_t *block = page->free;
+    if (mia_likely(block != NULL)) {
+      page->free = mia_block_next(page, block);
+      page->used++;
+      uint8_t *p = (uint8_t *)block;
+      if (zero) memset(p, 0, size);
+      mia_padding_t *pad = (mia_padding_t *)(p + page->block_size - MIA_PADDING_SIZE);
+      uint8_t *end = p + size;
+      size_t delta = (size_t)((uint8_t *)pad - end);
+      mia_slack_fill(end, delta);
+      pad->delta = delta;
+      pad->canary = mia_canary_live(pad);
+      return p;
+    }
+  }
+#endif
+  bool huge = req > MIA_LARGE_MAX;
+  uint8_t *p = mia_theap_malloc_raw(theap, req, zero && huge);
   if (p == NULL) return NULL;
   mia_page_t *page = mia_page_of(p);
   if (page->is_guarded) return p;   /* guarded blocks check themselves */
@@ -262,16 +338,97 @@ bool mia_debug_check_theap(mia_theap_t *theap) {
   return w.bad == 0;
 }
 
-#else  /* !MIALLOC_PADDING */
+#endif
+
+#if MIALLOC_SECURE && !MIALLOC_PADDING
+
+/* ---- secure builds without padding: block-start, range and double-free
+ * checks from the page's own data ---- */
+
+static bool mia_list_holds(const mia_page_t *page, const mia_block_t *b, const void *p) {
+  for (size_t guard = 0; b != NULL && guard <= page->capacity; guard++) {
+    if ((const void *)b == p) return true;
+    b = mia_block_next(page, b);
+  }
+  return false;
+}
+
+/* Is the block at p on one of its page's free lists?  Only asked when its
+ * first word decodes as a link, which live data practically never does. */
+static bool mia_block_is_free(mia_page_t *page, const void *p) {
+  return mia_list_holds(page, page->free, p) || mia_list_holds(page, page->local_free, p) ||
+         mia_list_holds(page, page->sample_rest, p) ||
+         mia_list_holds(page, (const mia_block_t *)atomic_load_explicit(&page->thread_free, memory_order_acquire), p);
+}
+
+bool mia_free_secure_suspect(mia_page_t *page, void *p) {
+  if (!mia_block_is_free(page, p)) return false;
+  mia_error(EAGAIN, "free: double free of %p (block of %zu bytes)\n", p, page->block_size);
+  return true;
+}
+
+/* Pages with offset blocks (aligned, sampled), huge and guarded blocks,
+ * and whatever failed the quick checks. */
+void mia_free_secure_slow(mia_page_t *page, void *p) {
+  if (page->is_guarded) {
+    mia_free_generic(page, p);
+    return;
+  }
+  bool offsets = (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) != 0;
+  uint8_t *block = mia_page_block_start(page, p);
+  if (!page->is_huge) {
+    size_t index = (size_t)(block - page->start) / page->block_size;
+    if ((uint8_t *)p < page->start || index >= page->capacity) {
+      mia_error(EINVAL, "free: pointer %p was never allocated (in a page of %zu-byte blocks)\n", p, page->block_size);
+      return;
+    }
+  }
+  if ((uint8_t *)p != block && !offsets) {
+    mia_error(EINVAL, "free: pointer %p points into the middle of the %zu-byte block at %p\n", p,
+              page->block_size, (void *)block);
+    return;
+  }
+  if (!page->is_huge && mia_link_plausible(page, mia_link_decode(page, (uintptr_t)((mia_block_t *)block)->next)) &&
+      mia_block_is_free(page, block)) {
+    mia_error(EAGAIN, "free: double free of %p (block of %zu bytes)\n", p, page->block_size);
+    return;
+  }
+  mia_free_generic(page, p);
+}
+
+#endif
+
+static _Atomic(size_t) mia_corruptions;
+
+#if !MIALLOC_PADDING
+
+/* Without padding records only the free lists can be checked: secure
+ * builds validate every link on the way (mia_block_next reports a bad
+ * one); release builds have nothing to compare with. */
+static bool mia_walk_lists(mia_page_t *page, void *arg) {
+  (void)arg;
+  if (page->block_size == 0 || page->is_guarded || page->is_huge) return true;
+  mia_block_t *lists[3] = {page->free, page->local_free, page->sample_rest};
+  for (int l = 0; l < 3; l++) {
+    mia_block_t *b = lists[l];
+    for (size_t guard = 0; b != NULL && guard <= page->capacity; guard++) b = mia_block_next(page, b);
+  }
+  return true;
+}
 
 bool mia_debug_check_theap(mia_theap_t *theap) {
-  (void)theap;
-  return true;   /* nothing recorded to check against in this build */
+  size_t before = atomic_load(&mia_corruptions);
+  bool stop = false;
+  for (int l = 0; l < 2; l++)
+    for (mia_segment_t *s = l ? theap->tld->segments_full : theap->tld->segments; s != NULL; s = s->next)
+      mia_segment_visit_pages(s, mia_walk_lists, NULL, &stop);
+  return atomic_load(&mia_corruptions) == before;
 }
 
 #endif
 
 void mia_free_list_corrupted(const mia_page_t *page, const mia_block_t *b, uintptr_t link) {
+  atomic_fetch_add(&mia_corruptions, 1);
   mia_error(EFAULT, "corrupted free list in a page of %zu-byte blocks: the freed block %p was written to "
             "(heap overflow or use after free; its link decodes to %p); the rest of the list is dropped\n",
             page->block_size, (const void *)b, (void *)link);

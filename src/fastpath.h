@@ -16,6 +16,7 @@ static inline void *mia_theap_malloc_small(mia_theap_t *theap, size_t size, bool
   mia_block_t *block = page->free;
   if (mia_unlikely(block == NULL)) return mia_malloc_generic(theap, size, zero);
   page->free = mia_block_next(page, block);
+  mia_block_clear_link(block);
   page->used++;
   if (zero) {
     if (page->free_is_zero) block->next = NULL;
@@ -65,9 +66,40 @@ static inline void mia_free_raw(mia_page_t *page, void *p) {
   mia_free_generic(page, p);
 }
 
+#if MIALLOC_SECURE && !MIALLOC_PADDING
+/* Secure builds check every free without a padding record: p must be a
+ * block start below the carved part of its page, and its first word must
+ * not decode as a free-list link (else it may be free already: the lists
+ * are searched, see check.c). */
+static inline void mia_free_secure(void *p) {
+  mia_page_t *page = mia_page_of(p);
+  if (mia_unlikely(page == NULL)) {
+    if (p != NULL) mia_free_invalid(p);
+    return;
+  }
+  if (mia_unlikely((page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) || page->is_huge ||
+                   page->is_guarded)) {
+    mia_free_secure_slow(page, p);
+    return;
+  }
+  uintptr_t off = (uintptr_t)p - (uintptr_t)page->start;
+  uint64_t index = (off >> page->div_shift) * page->div_inv;
+  if (mia_unlikely((off & ((1ul << page->div_shift) - 1)) != 0 || index > page->div_limit ||
+                   index >= page->capacity)) {
+    mia_free_secure_slow(page, p);
+    return;
+  }
+  uintptr_t link = mia_link_decode(page, (uintptr_t)((mia_block_t *)p)->next);
+  if (mia_unlikely(mia_link_plausible(page, link)) && mia_free_secure_suspect(page, p)) return;
+  mia_free_raw(page, p);
+}
+#endif
+
 static inline void mia_free_inline(void *p) {
 #if MIALLOC_PADDING
   mia_free_checked(p);
+#elif MIALLOC_SECURE
+  mia_free_secure(p);
 #else
   mia_page_t *page = mia_page_of(p);
   if (mia_unlikely(page == NULL)) {

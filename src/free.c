@@ -15,7 +15,9 @@ void mia_free_invalid(void *p) {
    * that mixes allocators does it on every call; the statistics and the
    * error callback (EFAULT) see them all */
   bool first = __atomic_fetch_add(&mia_stats_global.foreign_frees, 1, __ATOMIC_RELAXED) == 0;
-  mia_report(EFAULT, first ? MIA_SHOW_WARNING : MIA_SHOW_WARNING | MIA_SHOW_VERBOSE,
+  /* secure and debug builds treat it as the error it usually is */
+  int show = mia_checked_build() ? MIA_SHOW_ERROR : first ? MIA_SHOW_WARNING : MIA_SHOW_WARNING | MIA_SHOW_VERBOSE;
+  mia_report(EFAULT, show,
              "free: ignoring pointer %p that was not allocated by mialloc "
              "(another allocator's memory, a stack address, or memory already returned)\n", p);
 }

@@ -114,17 +114,30 @@ static inline uint8_t mia_bin_of(size_t size) {
 /* ---- free-list links: encoded with per-page keys in secure mode ---- */
 void mia_free_list_corrupted(const mia_page_t *page, const mia_block_t *b, uintptr_t link) mia_cold;
 
-static inline mia_block_t *mia_block_next(const mia_page_t *page, const mia_block_t *b) {
+/* Secure builds: next + key1, rotated, xor key0 -- the end of a list too,
+ * so a zero word (common in live data) never reads as a valid link. */
+static inline uintptr_t mia_link_decode(const mia_page_t *page, uintptr_t x) {
 #if MIALLOC_SECURE
-  uintptr_t x = (uintptr_t)b->next;
-  if (x == 0) return NULL;
   x ^= page->keys[0];
   x = (x >> 17) | (x << 47);
-  x -= page->keys[1];
+  return x - page->keys[1];
+#else
+  (void)page;
+  return x;
+#endif
+}
+
+/* Could this link word be one of ours (a link into the page, or the end)? */
+static inline bool mia_link_plausible(const mia_page_t *page, uintptr_t x) {
+  return x == 0 || (x - (uintptr_t)page->start < (uintptr_t)page->reserved * page->block_size && (x & 15) == 0);
+}
+
+static inline mia_block_t *mia_block_next(const mia_page_t *page, const mia_block_t *b) {
+#if MIALLOC_SECURE || MIALLOC_DEBUG
+  uintptr_t x = mia_link_decode(page, (uintptr_t)b->next);
   /* a link that leads out of its page was overwritten (overflow, or a
    * write after free): report it and cut the list rather than follow it */
-  if (mia_unlikely(x - (uintptr_t)page->start >= (uintptr_t)page->reserved * page->block_size ||
-                   (x & 15) != 0)) {
+  if (mia_unlikely(!mia_link_plausible(page, x))) {
     mia_free_list_corrupted(page, b, x);
     return NULL;
   }
@@ -137,9 +150,9 @@ static inline mia_block_t *mia_block_next(const mia_page_t *page, const mia_bloc
 
 static inline void mia_block_set_next(const mia_page_t *page, mia_block_t *b, mia_block_t *next) {
 #if MIALLOC_SECURE
-  uintptr_t x = next == NULL ? 0 : (uintptr_t)next + page->keys[1];
-  if (x != 0) { x = (x << 17) | (x >> 47); x ^= page->keys[0]; }
-  b->next = (mia_block_t *)x;
+  uintptr_t x = (uintptr_t)next + page->keys[1];
+  x = (x << 17) | (x >> 47);
+  b->next = (mia_block_t *)(x ^ page->keys[0]);
 #else
   (void)page;
   b->next = next;
@@ -155,9 +168,20 @@ void *mia_page_block_start(const mia_page_t *page, const void *p);
 void mia_free_remote(mia_page_t *page, mia_block_t *block);
 
 /* Hand out the first block of a page's (non-empty) free list. */
+/* Secure builds wipe the link of a block they hand out, so that a block
+ * the program never wrote to does not look free to the double-free check. */
+static inline void mia_block_clear_link(mia_block_t *block) {
+#if MIALLOC_SECURE
+  block->next = NULL;
+#else
+  (void)block;
+#endif
+}
+
 static inline void *mia_page_pop(mia_page_t *page, bool zero) {
   mia_block_t *block = page->free;
   page->free = mia_block_next(page, block);
+  mia_block_clear_link(block);
   page->used++;
   if (zero) {
     if (page->free_is_zero) block->next = NULL;
@@ -251,10 +275,21 @@ static inline size_t mia_padded_request(size_t size) {
 }
 void *mia_theap_malloc_checked(mia_theap_t *theap, size_t size, bool zero) mia_noinline;
 void mia_free_checked(void *p) mia_noinline;
+void mia_free_secure_slow(mia_page_t *page, void *p) mia_noinline;
+bool mia_free_secure_suspect(mia_page_t *page, void *p) mia_noinline;
 void mia_padding_set(void *p, size_t size);
 size_t mia_padding_usable(const mia_page_t *page, const void *p);
 void mia_check_fresh_blocks(mia_page_t *page, uint8_t *first, size_t n);
 void mia_show_leaks(void);
+
+/* Secure and debug builds report every misuse as an error. */
+static inline bool mia_checked_build(void) {
+#if MIALLOC_SECURE || MIALLOC_DEBUG
+  return true;
+#else
+  return false;
+#endif
+}
 
 /* Can a block change size in place?  Not when a padding record sits at
  * the end of its span. */

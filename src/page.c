@@ -42,6 +42,13 @@ void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zer
 #if MIALLOC_SECURE
   mia_prim_random_buf(page->keys, sizeof page->keys);
   page->keys[0] |= 1;
+  unsigned shift = (unsigned)__builtin_ctzl(block_size);
+  uint64_t odd = block_size >> shift;
+  uint64_t inv = odd;                      /* Newton: each step doubles the correct bits */
+  for (int i = 0; i < 5; i++) inv *= 2 - odd * inv;
+  page->div_shift = (uint8_t)shift;
+  page->div_inv = inv;
+  page->div_limit = UINT64_MAX / odd;
 #endif
 }
 

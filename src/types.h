@@ -95,6 +95,12 @@ typedef struct mia_page_s {
   int32_t guard_left;            /* blocks before a guarded sample; <0: not armed */
 #if MIALLOC_SECURE
   uintptr_t keys[2];             /* free-list encoding keys */
+  /* p - start is a multiple of block_size = odd << shift exactly when its
+   * low shift bits are clear and (off >> shift) * inverse(odd) <= limit;
+   * the product is then the block index (checked frees, no division) */
+  uint64_t div_inv;
+  uint64_t div_limit;
+  uint8_t div_shift;
 #endif
 } __attribute__((aligned(64))) mia_page_t;
 
