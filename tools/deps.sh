@@ -4,7 +4,7 @@
 # sudo) when something is missing.
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
-pkgs="build-essential autoconf automake libtool pkg-config g++ zlib1g-dev valgrind"
+pkgs="build-essential autoconf automake libtool pkg-config g++ zlib1g-dev valgrind clang"
 if [ -f "$here/../tests/userland/deps.txt" ]; then
   pkgs="$pkgs $(grep -v '^#' "$here/../tests/userland/deps.txt" | tr '\n' ' ')"
 fi
