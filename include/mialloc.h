@@ -134,7 +134,8 @@ mi_decl_export void mi_stats_merge(void);
 mi_decl_export void mi_stats_print(void *out);  /* out is ignored; prints to the output */
 mi_decl_export void mi_stats_print_out(mi_output_fun *out, void *arg);
 /* JSON form of the statistics into buf (size bytes); returns buf, or NULL if
- * buf is NULL or too small (then *needed, if given, says how much is needed). */
+ * it is too small.  With buf NULL the text is allocated with mi_malloc (free
+ * it with mi_free); NULL when out of memory. */
 mi_decl_export char *mi_stats_get_json(size_t size, char *buf);
 mi_decl_export void mi_process_info(size_t *elapsed_msecs, size_t *user_msecs, size_t *system_msecs,
                                     size_t *current_rss, size_t *peak_rss,
@@ -307,6 +308,11 @@ typedef enum mi_option_e {
   mi_option_retry_on_oom,
   mi_option_abort_on_error,       /* abort() after reporting an error */
   mi_option_purge_thread,         /* background purging in idle programs */
+  mi_option_guarded_sample_rate,  /* place 1 in N allocations against a guard page (0: off) */
+  mi_option_guarded_min,          /* smallest size guarded sampling considers */
+  mi_option_guarded_max,          /* largest size guarded sampling considers (<= 4080) */
+  mi_option_guarded_sample_seed,  /* seed of the guarded sampling draws (0: random) */
+  mi_option_show_leaks,           /* list the blocks still live at exit */
   _mi_option_last,
   /* legacy names */
   mi_option_large_os_pages = mi_option_allow_large_os_pages,
@@ -328,6 +334,12 @@ mi_decl_export size_t mi_option_get_size(mi_option_t option);
 mi_decl_export void mi_option_set(mi_option_t option, long value);
 mi_decl_export void mi_option_set_default(mi_option_t option, long value);
 mi_decl_export void mi_options_print(void);
+
+/* Walk the calling thread's part of its default heap and check every
+ * block's canary and (debug builds) every freed block's fill; reports what
+ * it finds through the error callback and returns false if anything was
+ * wrong.  Always true in builds without padding (release). */
+mi_decl_export bool mi_debug_check(void);
 
 #ifdef __cplusplus
 }

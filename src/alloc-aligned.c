@@ -29,20 +29,36 @@ static mia_noinline void *mia_malloc_aligned_unsampled(mia_theap_t *theap, size_
   return p;
 }
 
-void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size_t offset, bool zero) {
-  if (mia_unlikely(mia_prof_on()) && (alignment > 16 || offset != 0))
+static void *mia_malloc_aligned_sampling(mia_theap_t *theap, size_t size, size_t alignment, size_t offset,
+                                         bool zero) {
+  if (mia_unlikely(mia_sampling_on()) && (alignment > 16 || offset != 0))
     return mia_malloc_aligned_unsampled(theap, size, alignment, offset, zero);
   return mia_malloc_aligned_impl(theap, size, alignment, offset, zero);
+}
+
+void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size_t offset, bool zero) {
+#if MIALLOC_PADDING
+  /* room for the padding record after the program's bytes */
+  if (mia_unlikely(size > MIA_MAX_ALLOC_SIZE)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = mia_malloc_aligned_sampling(theap, mia_padded_request(size), alignment, offset, zero);
+  if (p != NULL && !mia_page_of(p)->is_guarded) mia_padding_set(p, size);
+  return p;
+#else
+  return mia_malloc_aligned_sampling(theap, size, alignment, offset, zero);
+#endif
 }
 
 static void *mia_malloc_aligned_impl(mia_theap_t *theap, size_t size, size_t alignment, size_t offset,
                                      bool zero) {
   if (mia_unlikely(!mia_is_pow2(alignment))) {
-    errno = EINVAL;
+    errno = mia_alloc_error(EINVAL, 1, size, alignment);
     return NULL;
   }
   if (mia_unlikely(size > MIA_MAX_ALLOC_SIZE || alignment > MIA_MAX_ALLOC_SIZE)) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(EOVERFLOW, 1, size, alignment);
     return NULL;
   }
   if (size == 0) size = 1;
@@ -76,11 +92,11 @@ static void *mia_malloc_aligned_impl(mia_theap_t *theap, size_t size, size_t ali
   /* huge: a span whose block is placed at the aligned address */
   if (theap == &mia_theap_empty) {
     theap = mia_thread_init_slow();
-    if (theap == NULL) { errno = ENOMEM; return NULL; }
+    if (theap == NULL) { errno = mia_alloc_error(ENOMEM, 1, size, alignment); return NULL; }
   }
   mia_page_t *page = mia_huge_page_alloc(theap->tld->heap, size + offset, alignment);
   if (page == NULL) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(ENOMEM, 1, size, alignment);
     return NULL;
   }
   uintptr_t aligned = (((uintptr_t)page->start + offset + alignment - 1) & ~(uintptr_t)(alignment - 1)) - offset;
@@ -107,7 +123,7 @@ mia_export void *mi_zalloc_aligned(size_t size, size_t alignment) {
 mia_export void *mi_calloc_aligned_at(size_t count, size_t size, size_t alignment, size_t offset) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(EOVERFLOW, count, size, alignment);
     return NULL;
   }
   return mia_malloc_aligned(mia_theap_get(), total, alignment, offset, true);
@@ -121,7 +137,7 @@ void *mia_realloc_aligned(mia_theap_t *theap, void *p, size_t newsize, size_t al
                           bool zero) {
   if (p == NULL) return mia_malloc_aligned(theap, newsize, alignment, offset, zero);
   if (!mia_is_pow2(alignment)) {
-    errno = EINVAL;
+    errno = mia_alloc_error(EINVAL, 1, newsize, alignment);
     return NULL;
   }
   size_t size = mia_usable_size(p);
@@ -153,7 +169,7 @@ mia_export void *mi_rezalloc_aligned(void *p, size_t newsize, size_t alignment) 
 mia_export void *mi_recalloc_aligned_at(void *p, size_t count, size_t size, size_t alignment, size_t offset) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(EOVERFLOW, count, size, alignment);
     return NULL;
   }
   return mia_realloc_aligned(mia_theap_get(), p, total, alignment, offset, true);

@@ -12,7 +12,7 @@ mia_export size_t mi_malloc_usable_size(const void *p) { return mia_usable_size(
  * otherwise EINVAL, and *p is left alone. */
 mia_export int mi_posix_memalign(void **p, size_t alignment, size_t size) {
   if (p == NULL) return EINVAL;
-  if (alignment % sizeof(void *) != 0 || !mia_is_pow2(alignment)) return EINVAL;
+  if (alignment % sizeof(void *) != 0 || !mia_is_pow2(alignment)) return mia_alloc_error(EINVAL, 1, size, alignment);
   int saved = errno;
   void *q = mia_malloc_aligned(mia_theap_get(), size, alignment, 0, false);
   if (q == NULL) {
@@ -26,7 +26,7 @@ mia_export int mi_posix_memalign(void **p, size_t alignment, size_t size) {
 /* glibc rounds a non-power-of-two alignment up instead of failing. */
 mia_export void *mi_memalign(size_t alignment, size_t size) {
   if (alignment > ((size_t)1 << (sizeof(size_t) * 8 - 2))) {
-    errno = EINVAL;
+    errno = mia_alloc_error(EINVAL, 1, size, alignment);
     return NULL;
   }
   if (alignment < sizeof(void *)) alignment = sizeof(void *);
@@ -36,7 +36,7 @@ mia_export void *mi_memalign(size_t alignment, size_t size) {
 
 mia_export void *mi_aligned_alloc(size_t alignment, size_t size) {
   if (!mia_is_pow2(alignment)) {
-    errno = EINVAL;
+    errno = mia_alloc_error(EINVAL, 1, size, alignment);
     return NULL;
   }
   return mia_malloc_aligned(mia_theap_get(), size, alignment, 0, false);
@@ -50,7 +50,7 @@ mia_export void *mi_pvalloc(size_t size) {
   size_t psize = mia_prim_page_size();
   size_t rounded = (size + psize - 1) & ~(psize - 1);
   if (rounded < size) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(EOVERFLOW, 1, size, psize);
     return NULL;
   }
   return mia_malloc_aligned(mia_theap_get(), rounded == 0 ? psize : rounded, psize, 0, false);
@@ -59,7 +59,7 @@ mia_export void *mi_pvalloc(size_t size) {
 mia_export void *mi_reallocarray(void *p, size_t count, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(EOVERFLOW, count, size, 0);
     return NULL;
   }
   return mi_realloc(p, total);

@@ -19,7 +19,7 @@ mia_export void *mi_zalloc(size_t size) { return mia_theap_malloc(mia_theap_get(
 
 static bool mia_mul_overflow(size_t count, size_t size, size_t *total) {
   if (mia_unlikely(__builtin_mul_overflow(count, size, total))) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(EOVERFLOW, count, size, 0);
     return true;
   }
   return false;
@@ -36,14 +36,21 @@ mia_export void *mi_mallocn(size_t count, size_t size) {
 size_t mia_usable_size(const void *p) {
   const mia_page_t *page = mia_page_of(p);
   if (page == NULL) return 0;
+  if (mia_unlikely(page->is_guarded)) return mia_guarded_usable(page, p);
+#if MIALLOC_PADDING
+  return mia_padding_usable(page, p);
+#else
   if (mia_likely((page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) == 0 && !page->is_huge))
     return page->block_size;
   return mia_page_usable_of(page, p);
+#endif
 }
 
 mia_export size_t mi_usable_size(const void *p) { return mia_usable_size(p); }
 
 mia_export size_t mi_good_size(size_t size) {
+  /* padded builds: the usable size is exactly what was asked for */
+  if (mia_padded()) return size;
   if (size <= MIA_LARGE_MAX) return mia_bin_size[mia_bin_of(size)];
   size_t rounded = (size + MIA_SLICE_SIZE - 1) & ~(MIA_SLICE_SIZE - 1);
   return rounded < size ? size : rounded;
@@ -61,7 +68,7 @@ void *mia_realloc_zero(mia_theap_t *theap, void *p, size_t newsize, bool zero) {
   }
   size_t size = mia_usable_size(p);
   if (newsize <= size && newsize >= size / 2) return p;
-  if (page->is_huge && newsize > MIA_LARGE_MAX) {
+  if (page->is_huge && newsize > MIA_LARGE_MAX && !mia_padded()) {
     /* a huge span shrinks in place, and grows over free segments after it */
     if (newsize <= size) {
       mia_huge_page_shrink(page, newsize + (size_t)((uint8_t *)p - page->start));

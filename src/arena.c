@@ -63,6 +63,7 @@ static mia_arena_t *mia_arena_register(mia_subproc_t *sp, uint8_t *base, size_t 
   arena->next = sp->arenas;
   sp->arenas = arena;
   sp->arena_count++;
+  mia_stat_reserve((int64_t)arena->size);
   mia_verbose("reserved arena %zu: %zu MiB at %p%s\n", sp->arena_count, arena->size >> 20,
               (void *)base, pinned ? " (huge OS pages)" : "");
   return arena;
@@ -121,7 +122,7 @@ mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, si
   }
   bool zero = true;
   for (size_t i = idx; i < idx + count; i++) {
-    if (bit_get(arena->dirty_map, i)) zero = false;
+    if (bit_get(arena->dirty_map, i)) { zero = false; mia_stat_commit(-(int64_t)MIA_SEGMENT_SIZE); }
     bit_clear(arena->dirty_map, i);
     bit_set(arena->used_map, i);
   }
@@ -153,6 +154,7 @@ void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count) {
     bit_set(arena->dirty_map, i);
   }
   mia_stat_add(&mia_stats_global.segments, -(int64_t)count);
+  mia_stat_commit((int64_t)(count * MIA_SEGMENT_SIZE));   /* counted whole until purged */
   if (arena->purge_at == 0 && delay != UINT64_MAX) arena->purge_at = mia_prim_clock_ms() + delay;
   mia_unlock(&sp->lock);
   if (delay == 0) mia_arenas_purge(sp, false);
@@ -185,8 +187,7 @@ void mia_arenas_purge(mia_subproc_t *sp, bool force) {
         j++;
       }
       mia_prim_purge(a->base + i * MIA_SEGMENT_SIZE, (j - i) * MIA_SEGMENT_SIZE, lazy);
-      __atomic_fetch_add(&mia_stats_global.purges, 1, __ATOMIC_RELAXED);
-      __atomic_fetch_add(&mia_stats_global.purged_bytes, (int64_t)((j - i) * MIA_SEGMENT_SIZE), __ATOMIC_RELAXED);
+      mia_stat_purge((j - i) * MIA_SEGMENT_SIZE);
       mia_purge_done((j - i) * MIA_SEGMENT_SIZE);
       i = j;
     }
@@ -208,7 +209,7 @@ bool mia_arena_extend_segments(mia_segment_t *segment, size_t count, size_t extr
   if (ok) {
     mia_stat_add(&mia_stats_global.segments, (int64_t)extra);
     for (size_t i = idx; i < idx + extra; i++) {
-      if (bit_get(arena->dirty_map, i)) zero = false;
+      if (bit_get(arena->dirty_map, i)) { zero = false; mia_stat_commit(-(int64_t)MIA_SEGMENT_SIZE); }
       bit_clear(arena->dirty_map, i);
       bit_set(arena->used_map, i);
     }

@@ -24,9 +24,19 @@ static inline void *mia_theap_malloc_small(mia_theap_t *theap, size_t size, bool
   return block;
 }
 
-static inline void *mia_theap_malloc(mia_theap_t *theap, size_t size, bool zero) {
+static inline void *mia_theap_malloc_raw(mia_theap_t *theap, size_t size, bool zero) {
   if (mia_likely(size <= MIA_DIRECT_SIZE_MAX)) return mia_theap_malloc_small(theap, size, zero);
   return mia_malloc_generic(theap, size, zero);
+}
+
+/* Secure and debug builds put a checked padding record after every block
+ * (check.c); release builds go straight to the fast path. */
+static inline void *mia_theap_malloc(mia_theap_t *theap, size_t size, bool zero) {
+#if MIALLOC_PADDING
+  return mia_theap_malloc_checked(theap, size, zero);
+#else
+  return mia_theap_malloc_raw(theap, size, zero);
+#endif
 }
 
 static inline void *mia_malloc_inline(size_t size) {
@@ -36,7 +46,7 @@ static inline void *mia_malloc_inline(size_t size) {
 static inline void *mia_calloc_inline(size_t count, size_t size) {
   size_t total;
   if (mia_unlikely(__builtin_mul_overflow(count, size, &total))) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(EOVERFLOW, count, size, 0);
     return NULL;
   }
   return mia_theap_malloc(mia_theap_get(), total, true);
@@ -44,12 +54,7 @@ static inline void *mia_calloc_inline(size_t count, size_t size) {
 
 /* One page-map lookup and one compare: a block freed by the thread that
  * owns its page, in a page with no special flags, goes onto local_free. */
-static inline void mia_free_inline(void *p) {
-  mia_page_t *page = mia_page_of(p);
-  if (mia_unlikely(page == NULL)) {
-    if (p != NULL) mia_free_invalid(p);
-    return;
-  }
+static inline void mia_free_raw(mia_page_t *page, void *p) {
   if (mia_likely(page->free_key == mia_prim_thread_id())) {
     mia_block_t *block = (mia_block_t *)p;
     mia_block_set_next(page, block, page->local_free);
@@ -58,6 +63,19 @@ static inline void mia_free_inline(void *p) {
     return;
   }
   mia_free_generic(page, p);
+}
+
+static inline void mia_free_inline(void *p) {
+#if MIALLOC_PADDING
+  mia_free_checked(p);
+#else
+  mia_page_t *page = mia_page_of(p);
+  if (mia_unlikely(page == NULL)) {
+    if (p != NULL) mia_free_invalid(p);
+    return;
+  }
+  mia_free_raw(page, p);
+#endif
 }
 
 #endif

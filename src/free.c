@@ -11,13 +11,13 @@ mia_export void mi_free(void *p) { mia_free_inline(p); }
  * stale pointer into memory we gave back.  Writing to it could corrupt
  * someone else's memory, so it is reported and otherwise ignored. */
 void mia_free_invalid(void *p) {
-  /* reported once per process (the statistics count them all): a program
-   * that mixes allocators does it on every call */
-  if (__atomic_fetch_add(&mia_stats_global.foreign_frees, 1, __ATOMIC_RELAXED) != 0 &&
-      mia_option_get_fast(mi_option_verbose) == 0)
-    return;
-  mia_warning("free: ignoring pointer %p that was not allocated by mialloc "
-              "(another allocator's memory, a stack address, or memory already returned)\n", p);
+  /* printed once per process (every one with MIALLOC_VERBOSE): a program
+   * that mixes allocators does it on every call; the statistics and the
+   * error callback (EFAULT) see them all */
+  bool first = __atomic_fetch_add(&mia_stats_global.foreign_frees, 1, __ATOMIC_RELAXED) == 0;
+  mia_report(EFAULT, first ? MIA_SHOW_WARNING : MIA_SHOW_WARNING | MIA_SHOW_VERBOSE,
+             "free: ignoring pointer %p that was not allocated by mialloc "
+             "(another allocator's memory, a stack address, or memory already returned)\n", p);
 }
 
 static void mia_page_unfull(mia_page_t *page) {
@@ -27,6 +27,10 @@ static void mia_page_unfull(mia_page_t *page) {
 }
 
 void mia_free_generic(mia_page_t *page, void *p) {
+  if (mia_unlikely(page->is_guarded)) {
+    mia_guarded_free(page, p);
+    return;
+  }
   /* a sampled block: the profiler hears of it, whichever thread frees it */
   if (mia_unlikely(page->flags & MIA_PAGE_HAS_SAMPLED)) mia_prof_free(page, p);
   if (page->is_huge) {

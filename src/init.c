@@ -117,6 +117,7 @@ void mia_process_init(void) {
   mia_options_init();
   pthread_key_create(&mia_theap_key, mia_thread_done_cb);
   mia_cpu_detect();
+  mia_guarded_init();
   atomic_store(&mia_process_state, 2);
   mia_verbose("process init: version %s, tls model %s, page size %zu, numa nodes %zu, "
               "transparent huge pages %s\n", PACKAGE_VERSION, MIALLOC_TLS_MODEL_NAME,
@@ -188,6 +189,7 @@ mia_export void mi_process_done(void) {
   static _Atomic(int) done;
   if (atomic_exchange(&done, 1)) return;
   if (mia_option_get_fast(mi_option_show_stats)) mia_stats_print_at_exit();
+  if (mia_option_get_fast(mi_option_show_leaks)) mia_show_leaks();
 }
 
 /* Run early so allocations from other constructors find us ready, and late

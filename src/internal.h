@@ -28,6 +28,18 @@ void mia_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mia_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mia_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mia_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* How an error report is shown on the output (it always reaches the error
+ * callback and the statistics); flags: */
+enum {
+  MIA_SHOW_ERROR = 0,    /* "error:", unless MIALLOC_SHOW_ERRORS=0 (at most MAX_ERRORS) */
+  MIA_SHOW_WARNING = 1,  /* "warning:" instead (at most MAX_WARNINGS) */
+  MIA_SHOW_VERBOSE = 2,  /* printed only with MIALLOC_VERBOSE=1 */
+};
+void mia_report(int err, int show, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A failed allocation request (err: ENOMEM, EOVERFLOW for a size that is too
+ * large or a count * size that overflows, EINVAL for a bad alignment):
+ * reported, and returns the errno value the caller sets (ENOMEM or EINVAL). */
+int mia_alloc_error(int err, size_t count, size_t size, size_t alignment) mia_cold;
 void mia_output_to(mi_output_fun *out, void *arg, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -100,13 +112,23 @@ static inline uint8_t mia_bin_of(size_t size) {
 }
 
 /* ---- free-list links: encoded with per-page keys in secure mode ---- */
+void mia_free_list_corrupted(const mia_page_t *page, const mia_block_t *b, uintptr_t link) mia_cold;
+
 static inline mia_block_t *mia_block_next(const mia_page_t *page, const mia_block_t *b) {
 #if MIALLOC_SECURE
   uintptr_t x = (uintptr_t)b->next;
   if (x == 0) return NULL;
   x ^= page->keys[0];
   x = (x >> 17) | (x << 47);
-  return (mia_block_t *)(x - page->keys[1]);
+  x -= page->keys[1];
+  /* a link that leads out of its page was overwritten (overflow, or a
+   * write after free): report it and cut the list rather than follow it */
+  if (mia_unlikely(x - (uintptr_t)page->start >= (uintptr_t)page->reserved * page->block_size ||
+                   (x & 15) != 0)) {
+    mia_free_list_corrupted(page, b, x);
+    return NULL;
+  }
+  return (mia_block_t *)x;
 #else
   (void)page;
   return b->next;
@@ -198,14 +220,16 @@ void mia_subprocs_fork_prepare(void);
 void mia_subprocs_fork_parent(void);
 void mia_subprocs_fork_child(void);
 
-/* ---- the profiler interface (prof.c): everything here runs only in slow
- * paths, and only while mia_prof_enabled is set ---- */
-extern bool mia_prof_enabled;
-/* Is a profiler sampling anywhere?  Tested in slow paths only; constant
- * false when configured with --disable-prof. */
-static inline bool mia_prof_on(void) {
-#if MIALLOC_PROF
-  return __atomic_load_n(&mia_prof_enabled, __ATOMIC_RELAXED);
+/* ---- sampling streams (prof.c) for the profiler and guarded sampling:
+ * everything here runs only in slow paths, and only while
+ * mia_sampling_enabled is set ---- */
+extern bool mia_sampling_enabled;
+void mia_sampling_update(void);
+/* Is a profiler or guarded sampling on anywhere?  Tested in slow paths
+ * only; constant false in builds with neither. */
+static inline bool mia_sampling_on(void) {
+#if MIALLOC_PROF || MIALLOC_GUARDED
+  return __atomic_load_n(&mia_sampling_enabled, __ATOMIC_RELAXED);
 #else
   return false;
 #endif
@@ -216,6 +240,42 @@ void mia_prof_account(mia_page_t *page) mia_noinline;
 bool mia_prof_free(mia_page_t *page, void *p) mia_noinline;
 void mia_prof_page_destroyed(mia_page_t *page);
 void *mia_prof_user_pointer(mia_page_t *page, void *block);
+
+/* ---- misuse checks of secure and debug builds (check.c) ---- */
+#define MIA_PADDING_SIZE 16
+/* What a padded build asks for: the program's bytes, at least a link word
+ * (a freed block's link must not overwrite its padding record), and the
+ * record. */
+static inline size_t mia_padded_request(size_t size) {
+  return (size < sizeof(void *) ? sizeof(void *) : size) + MIA_PADDING_SIZE;
+}
+void *mia_theap_malloc_checked(mia_theap_t *theap, size_t size, bool zero) mia_noinline;
+void mia_free_checked(void *p) mia_noinline;
+void mia_padding_set(void *p, size_t size);
+size_t mia_padding_usable(const mia_page_t *page, const void *p);
+void mia_check_fresh_blocks(mia_page_t *page, uint8_t *first, size_t n);
+void mia_show_leaks(void);
+
+/* Can a block change size in place?  Not when a padding record sits at
+ * the end of its span. */
+static inline bool mia_padded(void) {
+#if MIALLOC_PADDING
+  return true;
+#else
+  return false;
+#endif
+}
+
+/* ---- guarded sampling (guarded.c) ---- */
+extern bool mia_guarded_enabled;
+void *mia_guarded_alloc(mia_theap_t *theap, size_t size, bool zero);
+void mia_guarded_free(mia_page_t *page, void *p);
+size_t mia_guarded_usable(const mia_page_t *page, const void *p);
+void *mia_guarded_block_start(const mia_page_t *page, const void *p);
+void mia_guarded_init(void);
+bool mia_guarded_page_eligible(size_t block_size);
+bool mia_guarded_size_eligible(size_t size);
+int32_t mia_guarded_draw(uint64_t random);
 
 /* ---- live blocks of a page (page.c) ---- */
 typedef bool (mia_block_fun)(mia_page_t *page, void *block, void *arg);
@@ -231,6 +291,11 @@ uint64_t mia_arenas_next_purge(mia_subproc_t *sp);
 /* ---- statistics (stats.c) ---- */
 extern mia_stats_t mia_stats_global;
 void mia_stat_add(mia_stat_count_t *c, int64_t amount);
+void mia_stat_page(const mia_page_t *page, int delta);   /* a page given to / taken from a theap */
+void mia_stat_huge(int64_t bytes, int blocks);           /* huge spans: allocated, grown, freed */
+void mia_stat_commit(int64_t bytes);                     /* memory newly touched (+) or handed on (-) */
+void mia_stat_purge(size_t bytes);                       /* memory purged (one madvise) */
+void mia_stat_reserve(int64_t bytes);                    /* an arena reserved */
 void mia_stats_print_at_exit(void);
 
 /* ---- allocation helpers shared by the API files ---- */

@@ -28,37 +28,42 @@ typedef struct mia_option_desc_s {
 #define GIB (1024L * 1024L * 1024L)
 
 static mia_option_desc_t mia_options[_mi_option_last] = {
-  [mi_option_show_errors] = {0, 0, MIA_OPT_BOOL, "SHOW_ERRORS", 1, "print error and warning messages"},
+  [mi_option_show_errors] = {0, 0, MIA_OPT_BOOL, "SHOW_ERRORS", 1, "print error and warning messages (failed allocations only with VERBOSE)"},
   [mi_option_show_stats] = {0, 0, MIA_OPT_BOOL, "SHOW_STATS", 0, "print statistics at exit"},
   [mi_option_verbose] = {0, 0, MIA_OPT_BOOL, "VERBOSE", 0, "explain decisions on stderr"},
-  [mi_option_eager_commit] = {0, 0, MIA_OPT_BOOL, "EAGER_COMMIT", 1, "accepted for compatibility; memory is committed on first touch"},
-  [mi_option_arena_eager_commit] = {0, 0, MIA_OPT_LONG, "ARENA_EAGER_COMMIT", 2, "accepted for compatibility"},
+  [mi_option_eager_commit] = {0, 0, MIA_OPT_BOOL, "EAGER_COMMIT", 1, "accepted for compatibility; no effect (memory is committed when first touched)"},
+  [mi_option_arena_eager_commit] = {0, 0, MIA_OPT_LONG, "ARENA_EAGER_COMMIT", 2, "accepted for compatibility; no effect"},
   [mi_option_purge_decommits] = {0, 0, MIA_OPT_BOOL, "PURGE_DECOMMITS", 1, "purge with MADV_DONTNEED (1, RSS drops at once) or MADV_FREE (0)"},
   [mi_option_allow_large_os_pages] = {0, 0, MIA_OPT_BOOL, "ALLOW_LARGE_OS_PAGES", 0, "ask for transparent huge pages on arenas"},
-  [mi_option_reserve_huge_os_pages] = {0, 0, MIA_OPT_LONG, "RESERVE_HUGE_OS_PAGES", 0, "reserve N 2 MiB huge OS pages (hugetlbfs) at start"},
-  [mi_option_reserve_huge_os_pages_at] = {0, 0, MIA_OPT_LONG, "RESERVE_HUGE_OS_PAGES_AT", -1, "accepted for compatibility"},
+  [mi_option_reserve_huge_os_pages] = {0, 0, MIA_OPT_LONG, "RESERVE_HUGE_OS_PAGES", 0, "reserve N GiB of huge OS pages (hugetlbfs) at start; never purged"},
+  [mi_option_reserve_huge_os_pages_at] = {0, 0, MIA_OPT_LONG, "RESERVE_HUGE_OS_PAGES_AT", -1, "accepted for compatibility; no effect (NUMA node of the huge pages)"},
   [mi_option_reserve_os_memory] = {0, 0, MIA_OPT_SIZE, "RESERVE_OS_MEMORY", 0, "reserve this much address space at start (size)"},
-  [mi_option_deprecated_segment_cache] = {0, 0, MIA_OPT_LONG, "DEPRECATED_SEGMENT_CACHE", 0, "unused"},
-  [mi_option_deprecated_page_reset] = {0, 0, MIA_OPT_LONG, "DEPRECATED_PAGE_RESET", 0, "unused"},
-  [mi_option_abandoned_page_purge] = {0, 0, MIA_OPT_BOOL, "ABANDONED_PAGE_PURGE", 0, "unused"},
-  [mi_option_deprecated_segment_reset] = {0, 0, MIA_OPT_LONG, "DEPRECATED_SEGMENT_RESET", 0, "unused"},
-  [mi_option_eager_commit_delay] = {0, 0, MIA_OPT_LONG, "EAGER_COMMIT_DELAY", 1, "accepted for compatibility"},
+  [mi_option_deprecated_segment_cache] = {0, 0, MIA_OPT_LONG, "DEPRECATED_SEGMENT_CACHE", 0, "accepted for compatibility; no effect"},
+  [mi_option_deprecated_page_reset] = {0, 0, MIA_OPT_LONG, "DEPRECATED_PAGE_RESET", 0, "accepted for compatibility; no effect"},
+  [mi_option_abandoned_page_purge] = {0, 0, MIA_OPT_BOOL, "ABANDONED_PAGE_PURGE", 0, "accepted for compatibility; no effect"},
+  [mi_option_deprecated_segment_reset] = {0, 0, MIA_OPT_LONG, "DEPRECATED_SEGMENT_RESET", 0, "accepted for compatibility; no effect"},
+  [mi_option_eager_commit_delay] = {0, 0, MIA_OPT_LONG, "EAGER_COMMIT_DELAY", 1, "accepted for compatibility; no effect"},
   [mi_option_purge_delay] = {0, 0, MIA_OPT_LONG, "PURGE_DELAY", 100, "milliseconds before freed memory is returned to the OS (-1: never)"},
-  [mi_option_use_numa_nodes] = {0, 0, MIA_OPT_LONG, "USE_NUMA_NODES", 0, "accepted for compatibility"},
-  [mi_option_disallow_os_alloc] = {0, 0, MIA_OPT_BOOL, "DISALLOW_OS_ALLOC", 0, "only use memory reserved at start"},
-  [mi_option_os_tag] = {0, 0, MIA_OPT_LONG, "OS_TAG", 100, "accepted for compatibility"},
+  [mi_option_use_numa_nodes] = {0, 0, MIA_OPT_LONG, "USE_NUMA_NODES", 0, "accepted for compatibility; no effect"},
+  [mi_option_disallow_os_alloc] = {0, 0, MIA_OPT_BOOL, "DISALLOW_OS_ALLOC", 0, "reserve no OS memory after start: only arenas reserved at start are used"},
+  [mi_option_os_tag] = {0, 0, MIA_OPT_LONG, "OS_TAG", 100, "accepted for compatibility; no effect"},
   [mi_option_max_errors] = {0, 0, MIA_OPT_LONG, "MAX_ERRORS", 16, "print at most this many error messages"},
   [mi_option_max_warnings] = {0, 0, MIA_OPT_LONG, "MAX_WARNINGS", 16, "print at most this many warnings"},
-  [mi_option_max_segment_reclaim] = {0, 0, MIA_OPT_LONG, "MAX_SEGMENT_RECLAIM", 10, "abandoned segments looked at per reclaim"},
-  [mi_option_destroy_on_exit] = {0, 0, MIA_OPT_BOOL, "DESTROY_ON_EXIT", 0, "accepted for compatibility"},
+  [mi_option_max_segment_reclaim] = {0, 0, MIA_OPT_LONG, "MAX_SEGMENT_RECLAIM", 10, "abandoned segments a thread tries before it claims a new one"},
+  [mi_option_destroy_on_exit] = {0, 0, MIA_OPT_BOOL, "DESTROY_ON_EXIT", 0, "accepted for compatibility; no effect"},
   [mi_option_arena_reserve] = {0, 0, MIA_OPT_SIZE, "ARENA_RESERVE", GIB, "address space reserved per arena (size)"},
-  [mi_option_arena_purge_mult] = {0, 0, MIA_OPT_LONG, "ARENA_PURGE_MULT", 10, "arena purge delay as a multiple of purge_delay"},
-  [mi_option_purge_extend_delay] = {0, 0, MIA_OPT_LONG, "PURGE_EXTEND_DELAY", 1, "accepted for compatibility"},
-  [mi_option_abandoned_reclaim_on_free] = {0, 0, MIA_OPT_BOOL, "ABANDONED_RECLAIM_ON_FREE", 0, "accepted for compatibility"},
-  [mi_option_disallow_arena_alloc] = {0, 0, MIA_OPT_BOOL, "DISALLOW_ARENA_ALLOC", 0, "accepted for compatibility"},
-  [mi_option_retry_on_oom] = {0, 0, MIA_OPT_LONG, "RETRY_ON_OOM", 400, "accepted for compatibility"},
-  [mi_option_abort_on_error] = {0, 0, MIA_OPT_BOOL, "ABORT_ON_ERROR", 0, "abort the process after reporting an error"},
+  [mi_option_arena_purge_mult] = {0, 0, MIA_OPT_LONG, "ARENA_PURGE_MULT", 10, "free whole segments wait PURGE_DELAY times this before their arena purges them"},
+  [mi_option_purge_extend_delay] = {0, 0, MIA_OPT_LONG, "PURGE_EXTEND_DELAY", 1, "accepted for compatibility; no effect"},
+  [mi_option_abandoned_reclaim_on_free] = {0, 0, MIA_OPT_BOOL, "ABANDONED_RECLAIM_ON_FREE", 0, "accepted for compatibility; no effect"},
+  [mi_option_disallow_arena_alloc] = {0, 0, MIA_OPT_BOOL, "DISALLOW_ARENA_ALLOC", 0, "accepted for compatibility; no effect"},
+  [mi_option_retry_on_oom] = {0, 0, MIA_OPT_LONG, "RETRY_ON_OOM", 400, "accepted for compatibility; no effect"},
+  [mi_option_abort_on_error] = {0, 0, MIA_OPT_BOOL, "ABORT_ON_ERROR", 0, "abort the process after reporting any error (see mialloc(3) for the codes)"},
   [mi_option_purge_thread] = {0, 0, MIA_OPT_BOOL, "PURGE_THREAD", 1, "purge from a background thread so idle programs return memory"},
+  [mi_option_guarded_sample_rate] = {0, 0, MIA_OPT_LONG, "GUARDED_SAMPLE_RATE", 0, "place about 1 in N allocations against a guard page (0: off; builds with --enable-guarded)"},
+  [mi_option_guarded_min] = {0, 0, MIA_OPT_SIZE, "GUARDED_MIN", 0, "smallest allocation guarded sampling considers (size)"},
+  [mi_option_guarded_max] = {0, 0, MIA_OPT_SIZE, "GUARDED_MAX", 4080, "largest allocation guarded sampling considers (size, at most 4080)"},
+  [mi_option_guarded_sample_seed] = {0, 0, MIA_OPT_LONG, "GUARDED_SAMPLE_SEED", 0, "seed of guarded sampling (0: random)"},
+  [mi_option_show_leaks] = {0, 0, MIA_OPT_BOOL, "SHOW_LEAKS", 0, "at exit, list the blocks of the main thread still allocated"},
 };
 
 static bool mia_streq_nocase(const char *a, const char *b) {
@@ -187,12 +192,14 @@ mia_export void mi_option_set_enabled_default(mi_option_t option, bool enable) {
 mia_export void mi_option_enable(mi_option_t option) { mi_option_set(option, 1); }
 mia_export void mi_option_disable(mi_option_t option) { mi_option_set(option, 0); }
 
+/* One line per option: name, value, default, where the value came from,
+ * and what it does (to the registered output function, or stderr). */
 mia_export void mi_options_print(void) {
-  static const char *const origin[] = {"default", "default", "environment", "set"};
+  static const char *const origin[] = {"default", "default", "environment", "mi_option_set"};
   for (int i = 0; i < _mi_option_last; i++) {
     const mia_option_desc_t *desc = &mia_options[i];
     long v = mi_option_get((mi_option_t)i);
-    mia_output_to(NULL, NULL, "mialloc: option MIALLOC_%-26s = %-12ld (%s; %s)\n", desc->name, v,
-                  origin[desc->state], desc->doc);
+    mia_output_to(NULL, NULL, "mialloc: option MIALLOC_%-26s = %-12ld (default %ld, from %s) %s\n",
+                  desc->name, v, desc->default_value, origin[desc->state], desc->doc);
   }
 }

@@ -80,18 +80,75 @@ void mia_warning(const char *fmt, ...) {
   va_end(ap);
 }
 
-/* Errors are reported (up to max_errors), passed to the error callback, and
- * abort only when MIALLOC_ABORT_ON_ERROR asks for it. */
-void mia_error(int err, const char *fmt, ...) {
-  bool show = mia_option_get_fast(mi_option_show_errors) != 0 ||
-              mia_option_get_fast(mi_option_verbose) != 0;
-  if (show && atomic_fetch_add(&mia_error_count, 1) < mia_option_get_fast(mi_option_max_errors)) {
-    va_list ap;
-    va_start(ap, fmt);
-    mia_vformat(atomic_load(&mia_out_fun), atomic_load(&mia_out_arg), "mialloc: error: ", fmt, ap);
-    va_end(ap);
+/* ---- errors ----
+ *
+ * Every error report is counted in the statistics, passed to the error
+ * callback (mi_register_error) with an errno-style code, and ends in abort()
+ * when MIALLOC_ABORT_ON_ERROR is set.  Whether a message is printed depends
+ * on the kind (MIA_SHOW_* flags): conditions the program cannot see otherwise (a
+ * foreign pointer given to free) are printed by default; failed allocation
+ * requests, which the program already learns from NULL and errno, only with
+ * MIALLOC_VERBOSE=1, so that a program probing with malloc(SIZE_MAX) under
+ * LD_PRELOAD prints what it prints under glibc.  The codes:
+ *   EFAULT     free/realloc of a pointer mialloc does not own
+ *   EAGAIN     a double free or a corrupted free list (secure mode)
+ *   ENOMEM     the OS refused memory (errno ENOMEM)
+ *   EOVERFLOW  a size above the largest allocation, or count * size
+ *              overflowing (errno ENOMEM, as C requires)
+ *   EINVAL     an alignment that is not a power of two (errno EINVAL)
+ */
+static void mia_vreport(int err, int show, const char *fmt, va_list ap) {
+  __atomic_fetch_add(&mia_stats_global.errors, 1, __ATOMIC_RELAXED);
+  bool print;
+  const char *prefix = "mialloc: error: ";
+  if (show & MIA_SHOW_VERBOSE) {
+    print = mia_option_get_fast(mi_option_verbose) != 0;
+  } else {
+    print = mia_option_get_fast(mi_option_show_errors) != 0 ||
+            mia_option_get_fast(mi_option_verbose) != 0;
+  }
+  if (print) {
+    _Atomic(long) *count = &mia_error_count;
+    long max = mia_option_get_fast(mi_option_max_errors);
+    if (show & MIA_SHOW_WARNING) {
+      count = &mia_warning_count;
+      max = mia_option_get_fast(mi_option_max_warnings);
+      prefix = "mialloc: warning: ";
+    }
+    if (atomic_fetch_add(count, 1) < max)
+      mia_vformat(atomic_load(&mia_out_fun), atomic_load(&mia_out_arg), prefix, fmt, ap);
   }
   mi_error_fun *fun = atomic_load(&mia_error_fun);
   if (fun != NULL) fun(err, atomic_load(&mia_error_arg));
   if (mia_option_get_fast(mi_option_abort_on_error) != 0) mia_prim_abort();
+}
+
+void mia_report(int err, int show, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  mia_vreport(err, show, fmt, ap);
+  va_end(ap);
+}
+
+void mia_error(int err, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  mia_vreport(err, MIA_SHOW_ERROR, fmt, ap);
+  va_end(ap);
+}
+
+int mia_alloc_error(int err, size_t count, size_t size, size_t alignment) {
+  int saved = errno;   /* the callback and the message must not change it */
+  if (err == EINVAL) {
+    mia_report(EINVAL, MIA_SHOW_VERBOSE, "invalid alignment %zu for an allocation of %zu bytes\n",
+               alignment, size);
+  } else if (err == EOVERFLOW && count != 1) {
+    mia_report(EOVERFLOW, MIA_SHOW_VERBOSE, "allocation of %zu * %zu bytes overflows\n", count, size);
+  } else if (err == EOVERFLOW) {
+    mia_report(EOVERFLOW, MIA_SHOW_VERBOSE, "allocation of %zu bytes is too large\n", size);
+  } else {
+    mia_report(ENOMEM, MIA_SHOW_VERBOSE, "out of memory: could not allocate %zu bytes\n", size);
+  }
+  errno = saved;
+  return err == EINVAL ? EINVAL : ENOMEM;
 }

@@ -47,7 +47,7 @@ mia_export void *realloc(void *p, size_t size) {
 mia_export void *reallocarray(void *p, size_t count, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(EOVERFLOW, count, size, 0);
     return NULL;
   }
   return realloc(p, total);

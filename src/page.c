@@ -12,6 +12,20 @@
  * touch (and make resident) all of its memory at once. */
 #define MIA_EXTEND_BYTES (16 * 1024)
 
+#if MIALLOC_SECURE
+static size_t mia_gcd(size_t a, size_t b) {
+  while (b != 0) { size_t t = a % b; a = b; b = t; }
+  return a;
+}
+#endif
+
+/* debug builds fill fresh blocks, so they are not zero */
+#if MIALLOC_DEBUG
+#define MIALLOC_DEBUG_FILL 1
+#else
+#define MIALLOC_DEBUG_FILL 0
+#endif
+
 void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zero) {
   page->block_size = block_size;
   page->bin = bin;
@@ -24,10 +38,43 @@ void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zer
   page->is_zero_init = is_zero;
   page->sample_rest = NULL;
   page->sample_left = -1;
+  page->guard_left = -1;
 #if MIALLOC_SECURE
   mia_prim_random_buf(page->keys, sizeof page->keys);
   page->keys[0] |= 1;
 #endif
+}
+
+/* Link n fresh blocks from first into a list.  Secure builds link them in
+ * a random order (a random start and a random stride coprime with n), so
+ * an attacker cannot predict which block follows which. */
+static mia_block_t *mia_page_thread_run(mia_page_t *page, uint8_t *first, size_t n) {
+  size_t bsize = page->block_size;
+#if MIALLOC_SECURE
+  if (n > 2) {
+    /* the page's random keys mixed with how far it is carved: a fresh
+     * order for every run, with no system call */
+    uint64_t r = (page->keys[0] ^ ((uint64_t)page->capacity * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull;
+    r ^= r >> 31;
+    size_t start = (size_t)(r % n);
+    size_t stride = 1 + (size_t)((r >> 32) % (n - 1));
+    while (mia_gcd(stride, n) != 1) stride = stride % (n - 1) + 1;
+    size_t idx = start;
+    mia_block_t *head = (mia_block_t *)(first + idx * bsize);
+    for (size_t i = 1; i < n; i++) {
+      size_t next = (idx + stride) % n;
+      mia_block_set_next(page, (mia_block_t *)(first + idx * bsize), (mia_block_t *)(first + next * bsize));
+      idx = next;
+    }
+    mia_block_set_next(page, (mia_block_t *)(first + idx * bsize), NULL);
+    return head;
+  }
+#endif
+  uint8_t *b = first;
+  for (size_t i = 0; i + 1 < n; i++, b += bsize)
+    mia_block_set_next(page, (mia_block_t *)b, (mia_block_t *)(b + bsize));
+  mia_block_set_next(page, (mia_block_t *)b, NULL);
+  return (mia_block_t *)first;
 }
 
 /* Thread the next run of never-used blocks into the (empty) free list. */
@@ -38,14 +85,11 @@ bool mia_page_extend(mia_page_t *page) {
   if (n < 4) n = 4;   /* big blocks: still a few per slow-path visit */
   if (n > page->reserved - page->capacity) n = page->reserved - page->capacity;
   uint8_t *first = page->start + (size_t)page->capacity * bsize;
-  uint8_t *b = first;
-  for (size_t i = 0; i + 1 < n; i++, b += bsize)
-    mia_block_set_next(page, (mia_block_t *)b, (mia_block_t *)(b + bsize));
-  mia_block_set_next(page, (mia_block_t *)b, page->free);
-  page->free = (mia_block_t *)first;
-  page->free_is_zero = page->is_zero_init && page->local_free == NULL;
+  page->free = mia_page_thread_run(page, first, n);
+  page->free_is_zero = page->is_zero_init && page->local_free == NULL && !MIALLOC_DEBUG_FILL;
   page->capacity += (uint32_t)n;
-  if (mia_unlikely(mia_prof_on())) mia_prof_account(page);
+  if (mia_padded()) mia_check_fresh_blocks(page, first, n);
+  if (mia_unlikely(mia_sampling_on())) mia_prof_account(page);
   return true;
 }
 
@@ -67,10 +111,11 @@ void mia_page_collect(mia_page_t *page) {
   if (mia_unlikely(page->sample_rest != NULL)) {
     /* a sample is due here: the slow path takes it (mia_prof_page_due),
      * unless the profiler stopped meanwhile */
-    if (mia_prof_on()) return;
+    if (mia_sampling_on()) return;
     page->free = page->sample_rest;
     page->sample_rest = NULL;
     page->sample_left = -1;
+    page->guard_left = -1;
     page->free_is_zero = false;
     return;
   }
@@ -78,7 +123,7 @@ void mia_page_collect(mia_page_t *page) {
     page->free = page->local_free;
     page->local_free = NULL;
     page->free_is_zero = false;
-    if (mia_unlikely(mia_prof_on())) mia_prof_account(page);
+    if (mia_unlikely(mia_sampling_on())) mia_prof_account(page);
   }
 }
 
@@ -137,6 +182,7 @@ bool mia_page_visit_live(mia_page_t *page, mia_block_fun *fun, void *arg) {
 void *mia_page_block_start(const mia_page_t *page, const void *p) {
   size_t diff = (size_t)((const uint8_t *)p - page->start);
   if (page->is_huge) return page->start;
+  if (mia_unlikely(page->is_guarded)) return mia_guarded_block_start(page, p);
   return page->start + (diff / page->block_size) * page->block_size;
 }
 

@@ -28,8 +28,13 @@
 
 #include <math.h>
 
-bool mia_prof_enabled;             /* some sub-process has a running profiler */
+bool mia_sampling_enabled;         /* a running profiler somewhere, or guarded sampling */
 static _Atomic(int) mia_prof_running_count;
+
+void mia_sampling_update(void) {
+  bool on = atomic_load(&mia_prof_running_count) > 0 || __atomic_load_n(&mia_guarded_enabled, __ATOMIC_ACQUIRE);
+  __atomic_store_n(&mia_sampling_enabled, on, __ATOMIC_RELEASE);
+}
 
 typedef struct mia_sample_hdr_s {
   uintptr_t cookie;                /* process secret ^ user pointer */
@@ -58,11 +63,30 @@ static bool mia_prof_counting(mia_theap_t *theap) {
  * allocation carrying the sample): those still count down the streams. */
 static bool mia_prof_active(mia_theap_t *theap) { return mia_prof_counting(theap) && !theap->in_sample; }
 
+/* Guarded sampling: main heaps only (a destroyed first-class heap could
+ * not take its guarded blocks along). */
+static bool mia_guard_counting(mia_theap_t *theap) {
+  if (!__atomic_load_n(&mia_guarded_enabled, __ATOMIC_RELAXED)) return false;
+  if (theap == NULL || theap == &mia_theap_empty) return false;
+  return theap->tld->heap != NULL && theap->tld->heap->is_main;
+}
+
+static bool mia_guard_counting_page(mia_theap_t *theap, const mia_page_t *page) {
+  return mia_guard_counting(theap) && mia_guarded_page_eligible(page->block_size);
+}
+
+static bool mia_streams_counting(mia_theap_t *theap, const mia_page_t *page) {
+  return mia_prof_counting(theap) || mia_guard_counting_page(theap, page);
+}
+
 /* xorshift64*: the theap's own stream, so draws need no lock */
 static uint64_t mia_prof_next_random(mia_theap_t *theap) {
   if (theap->random == 0) {
     uint64_t seed = mia_prof_of(theap)->profiler.seed;
-    if (seed != 0) seed ^= (uint64_t)(uintptr_t)theap->tld->thread_tld * 0x9e3779b97f4a7c15ull;
+    /* a fixed seed must give the same draws run after run: mix in the
+     * order in which theaps first draw, not their (randomised) address */
+    static _Atomic(uint64_t) mia_stream_counter;
+    if (seed != 0) seed ^= (atomic_fetch_add(&mia_stream_counter, 1) + 1) * 0x9e3779b97f4a7c15ull;
     else mia_prim_random_buf(&seed, sizeof seed);
     theap->random = seed != 0 ? seed : 0x2545f4914f6cdd1dull;
   }
@@ -89,21 +113,28 @@ static int64_t mia_prof_next_interval(mia_theap_t *theap, size_t asked) {
   return mia_prof_draw(theap);
 }
 
-/* Cut the page's fresh free list after the blocks its countdown covers. */
+/* Cut the page's fresh free list after the blocks its countdowns cover:
+ * the profiler's (bytes) and guarded sampling's (blocks). */
 void mia_prof_account(mia_page_t *page) {
   if (page->sample_rest != NULL || page->free == NULL) return;
   mia_theap_t *theap = atomic_load_explicit(&page->theap, memory_order_relaxed);
-  if (!mia_prof_counting(theap)) return;
-  if (page->sample_left < 0) page->sample_left = mia_prof_draw(theap);
-  int64_t left = page->sample_left;
+  bool prof = mia_prof_counting(theap);
+  bool guard = mia_guard_counting_page(theap, page);
+  if (!prof && !guard) return;
+  if (prof && page->sample_left < 0) page->sample_left = mia_prof_draw(theap);
+  if (guard && page->guard_left < 0) page->guard_left = mia_guarded_draw(mia_prof_next_random(theap));
   int64_t bsize = (int64_t)page->block_size;
+  int64_t left = prof ? page->sample_left : INT64_MAX;
+  int64_t gleft = guard ? page->guard_left : INT64_MAX;
   mia_block_t *prev = NULL, *b = page->free;
-  while (b != NULL && left >= bsize) {
-    left -= bsize;
+  while (b != NULL && left >= bsize && gleft > 0) {
+    if (prof) left -= bsize;
+    gleft--;
     prev = b;
     b = mia_block_next(page, b);
   }
-  page->sample_left = left;
+  if (prof) page->sample_left = left;
+  if (guard) page->guard_left = (int32_t)gleft;
   if (b == NULL) return;
   page->sample_rest = b;
   if (prev != NULL) mia_block_set_next(page, prev, NULL);
@@ -154,23 +185,41 @@ void *mia_prof_page_due(mia_theap_t *theap, mia_page_t *page, size_t size, bool 
   page->free = page->sample_rest;
   page->sample_rest = NULL;
   page->free_is_zero = false;
-  if (!mia_prof_active(theap)) {
-    if (mia_prof_counting(theap)) {
-      /* an allocation made while taking a sample: borrow one held-back
-       * block and leave this page's own sample pending */
-      void *block = mia_page_pop(page, zero);
-      page->sample_rest = page->free;
-      page->free = NULL;
-      return block;
-    }
-    page->sample_left = -1;   /* the profiler stopped: the page is plain again */
+  if (!mia_streams_counting(theap, page)) {
+    page->sample_left = -1;   /* sampling stopped: the page is plain again */
+    page->guard_left = -1;
     return mia_page_pop(page, zero);
   }
-  int64_t next;
-  void *p = mia_prof_sample(theap, size, zero, page->block_size, &next);
-  page->sample_left = next;
+  if (theap->in_sample) {
+    /* an allocation made while taking a sample: borrow one held-back
+     * block and leave this page's own sample pending */
+    void *block = mia_page_pop(page, zero);
+    page->sample_rest = page->free;
+    page->free = NULL;
+    return block;
+  }
+  if (page->guard_left == 0 && mia_guard_counting_page(theap, page)) {
+    page->guard_left = -1;
+    if (mia_guarded_size_eligible(size)) {
+      void *p = mia_guarded_alloc(theap, size, zero);
+      if (p != NULL) {
+        mia_prof_account(page);
+        return p;
+      }
+    }
+  }
+  if (mia_prof_active(theap) && page->sample_left >= 0 && page->sample_left < (int64_t)page->block_size) {
+    int64_t next;
+    void *p = mia_prof_sample(theap, size, zero, page->block_size, &next);
+    page->sample_left = next;
+    mia_prof_account(page);
+    return p;
+  }
+  /* nothing due for this allocation after all (a guarded sample that did
+   * not fit): a plain block, and the streams go on */
+  void *block = mia_page_pop(page, zero);
   mia_prof_account(page);
-  return p;
+  return block;
 }
 
 /* Huge allocations: one countdown per theap. */
@@ -242,8 +291,8 @@ void *mia_prof_user_pointer(mia_page_t *page, void *block) {
 static void mia_prof_set_running(mia_prof_t *prof, bool running) {
   bool was = __atomic_exchange_n(&prof->running, running, __ATOMIC_ACQ_REL);
   if (was == running) return;
-  int n = atomic_fetch_add(&mia_prof_running_count, running ? 1 : -1) + (running ? 1 : -1);
-  __atomic_store_n(&mia_prof_enabled, n > 0, __ATOMIC_RELEASE);
+  atomic_fetch_add(&mia_prof_running_count, running ? 1 : -1);
+  mia_sampling_update();
 }
 
 static mia_prof_t *mia_prof_current(void) { return &mi_heap_main()->subproc->prof; }

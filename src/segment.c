@@ -35,6 +35,21 @@ static void list_push(mia_segment_t **head, mia_segment_t *s) {
   *head = s;
 }
 
+/* Secure builds: the rest of slice 0 after the metadata is a guard, so an
+ * underflow of the first page cannot reach the segment's metadata.  Lifted
+ * before the memory goes back to the arena (it may become user data). */
+static void mia_segment_guard(mia_segment_t *seg, bool on) {
+#if MIALLOC_SECURE
+  size_t ps = mia_prim_page_size();
+  size_t meta = (sizeof(mia_segment_t) + ps - 1) & ~(ps - 1);
+  if (meta < MIA_SLICE_SIZE)
+    mia_prim_protect((uint8_t *)seg + meta, MIA_SLICE_SIZE - meta, on ? MIA_PROT_NONE : MIA_PROT_RW);
+#else
+  (void)seg;
+  (void)on;
+#endif
+}
+
 static void mia_segment_header_init(mia_segment_t *seg, mia_subproc_t *sp, size_t size, bool is_zero) {
   if (!is_zero) memset(seg, 0, sizeof *seg);
   seg->cookie = (uintptr_t)seg ^ mia_process_secret;
@@ -42,6 +57,7 @@ static void mia_segment_header_init(mia_segment_t *seg, mia_subproc_t *sp, size_
   seg->size = size;
   seg->used_mask = 1;
   seg->dirty_mask = is_zero ? 1 : MIA_ALL_SLICES;
+  mia_segment_guard(seg, true);
 }
 
 /* A segment with room for count slices: an abandoned one if another thread
@@ -59,6 +75,7 @@ static mia_segment_t *mia_segment_new(mia_tld_t *tld, size_t count) {
   seg = mia_arena_alloc_segments(tld->subproc, tld->heap->arena, 1, &is_zero);
   if (seg == NULL) return NULL;
   mia_segment_header_init(seg, tld->subproc, MIA_SEGMENT_SIZE, is_zero);
+  mia_stat_commit(__builtin_popcountll(seg->dirty_mask) * (int64_t)MIA_SLICE_SIZE);
   seg->tld = tld;
   seg->heap = tld->heap;
   list_push(&tld->segments, seg);
@@ -69,6 +86,8 @@ static mia_segment_t *mia_segment_new(mia_tld_t *tld, size_t count) {
 static void mia_segment_release(mia_tld_t *tld, mia_segment_t *seg) {
   list_remove(seg->in_full_list ? &tld->segments_full : &tld->segments, seg);
   tld->segment_count--;
+  mia_stat_commit(-__builtin_popcountll(seg->dirty_mask) * (int64_t)MIA_SLICE_SIZE);
+  mia_segment_guard(seg, false);
   mia_arena_free_segments(seg->subproc, seg, 1);
 }
 
@@ -98,6 +117,7 @@ mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices) {
   page->slice_count = (uint16_t)slices;
   page->start = (uint8_t *)seg + idx * MIA_SLICE_SIZE;
   page->is_zero_init = (seg->dirty_mask & bits) == 0;
+  mia_stat_commit(__builtin_popcountll(bits & ~seg->dirty_mask) * (int64_t)MIA_SLICE_SIZE);
   seg->dirty_mask |= bits;
   seg->purge_mask &= ~bits;
   if (seg->used_mask == MIA_ALL_SLICES) {
@@ -126,6 +146,7 @@ void mia_segment_page_free(mia_page_t *page) {
   mia_tld_t *tld = seg->tld;
   size_t idx = (size_t)(page - seg->pages);
   uint64_t bits = slice_bits(idx, page->slice_count);
+  mia_stat_page(page, -1);
   mia_pagemap_set(page->start, page->slice_count, NULL);
   page->free_key = 0;
   page->block_size = 0;
@@ -160,9 +181,7 @@ static void mia_segment_purge(mia_segment_t *seg, bool lazy, bool force, uint64_
     size_t end = start;
     while (end < 64 && ((dirty_free >> end) & 1)) end++;
     mia_prim_purge((uint8_t *)seg + start * MIA_SLICE_SIZE, (end - start) * MIA_SLICE_SIZE, lazy);
-    __atomic_fetch_add(&mia_stats_global.purges, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&mia_stats_global.purged_bytes, (int64_t)((end - start) * MIA_SLICE_SIZE),
-                       __ATOMIC_RELAXED);
+    mia_stat_purge((end - start) * MIA_SLICE_SIZE);
     seg->dirty_mask &= ~slice_bits(start, end - start);
     dirty_free &= ~slice_bits(start, end - start);
   }
@@ -249,8 +268,7 @@ mia_page_t *mia_huge_page_alloc(mi_heap_t *heap, size_t size, size_t alignment) 
   page->is_zero_init = is_zero;
   page->free_key = MIA_PAGE_IN_FULL;   /* never a thread id: frees take the generic path */
   mia_pagemap_set(page->start, count * MIA_SEGMENT_SLICES - 1, page);
-  mia_stat_add(&mia_stats_global.huge_blocks, 1);
-  mia_stat_add(&mia_stats_global.huge, (int64_t)seg->size);
+  mia_stat_huge((int64_t)seg->size, 1);
   mia_huge_link(seg, heap);
   return page;
 }
@@ -269,7 +287,7 @@ bool mia_huge_page_grow(mia_page_t *page, size_t newsize) {
   seg->size = want * MIA_SEGMENT_SIZE;
   page->block_size = seg->size - (size_t)(page->start - (uint8_t *)seg);
   mia_pagemap_set(old_end, (want - count) * MIA_SEGMENT_SLICES, page);
-  mia_stat_add(&mia_stats_global.huge, (int64_t)((want - count) * MIA_SEGMENT_SIZE));
+  mia_stat_huge((int64_t)((want - count) * MIA_SEGMENT_SIZE), 0);
   return true;
 }
 
@@ -284,7 +302,7 @@ void mia_huge_page_shrink(mia_page_t *page, size_t newsize) {
   mia_pagemap_set(tail, (count - want) * MIA_SEGMENT_SLICES, NULL);
   seg->size = want * MIA_SEGMENT_SIZE;
   page->block_size = seg->size - (size_t)(page->start - (uint8_t *)seg);
-  mia_stat_add(&mia_stats_global.huge, -(int64_t)((count - want) * MIA_SEGMENT_SIZE));
+  mia_stat_huge(-(int64_t)((count - want) * MIA_SEGMENT_SIZE), 0);
   mia_arena_free_segments(seg->subproc, tail, count - want);
 }
 
@@ -305,10 +323,10 @@ void mia_huge_release(mia_page_t *page) {
   mia_segment_t *seg = mia_segment_of_page(page);
   size_t count = seg->size / MIA_SEGMENT_SIZE;
   mia_pagemap_set(page->start, count * MIA_SEGMENT_SLICES - 1, NULL);
-  mia_stat_add(&mia_stats_global.huge, -(int64_t)seg->size);
-  mia_stat_add(&mia_stats_global.huge_blocks, -1);
+  mia_stat_huge(-(int64_t)seg->size, -1);
   page->free_key = 0;
   page->block_size = 0;
+  mia_segment_guard(seg, false);
   mia_arena_free_segments(seg->subproc, seg, count);
 }
 
@@ -420,10 +438,12 @@ void mia_segment_destroy(mia_segment_t *seg) {
     mia_pagemap_set(page->start, page->slice_count, NULL);
     atomic_store_explicit(&page->theap, NULL, memory_order_relaxed);
     page->free_key = 0;
-    mia_stat_add(&mia_stats_global.pages, -1);
+    mia_stat_page(page, -1);
   }
   seg->used_mask = 1;
   seg->tld = NULL;
+  mia_stat_commit(-__builtin_popcountll(seg->dirty_mask) * (int64_t)MIA_SLICE_SIZE);
+  mia_segment_guard(seg, false);
   mia_arena_free_segments(seg->subproc, seg, 1);
 }
 

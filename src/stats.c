@@ -1,13 +1,53 @@
-/* stats.c -- statistics: per-theap counters merged into the process, and
- * the report printed by mi_stats_print_out and MIALLOC_SHOW_STATS=1. */
+/* stats.c -- process-wide statistics, the report printed by
+ * mi_stats_print_out and MIALLOC_SHOW_STATS=1, and their JSON form.
+ *
+ * Every counter lives in mia_stats_global and is updated with atomics, only
+ * on slow paths: the malloc and free fast paths (fastpath.h) never touch a
+ * statistic.  So the numbers are exact for the whole process at any moment
+ * no thread is inside the allocator, and mi_stats_merge has nothing to do.
+ *
+ * What is counted, and where:
+ *
+ *   arenas, reserved  an arena registered (arena.c): its count and bytes of
+ *                     address space.  Arenas are not given back to the OS,
+ *                     so current == peak == total.
+ *   committed         bytes mialloc has made usable and touched, and not
+ *                     purged since -- what can be resident because of it.
+ *                     A thread's segment counts its dirty slices (segment.c:
+ *                     a fresh segment's header slice, or all of a recycled
+ *                     one, then each page's slices when first used again);
+ *                     a huge span counts whole; a free segment waiting in
+ *                     its arena counts whole until the arena purges it
+ *                     (arena.c).  Purges subtract what they return
+ *                     (mia_stat_purge).  An upper bound of the RSS the heap
+ *                     causes: memory handed out but never written is counted
+ *                     although the kernel has not backed it yet.
+ *   in_use            bytes of the pages theaps hold (whole pages, including
+ *                     their free blocks) plus the bytes of live huge spans.
+ *   segments          4 MiB segments claimed from arenas (arena.c), also
+ *                     those making up huge spans.
+ *   pages, bins[b]    pages a theap took from its segments (theap.c) and
+ *                     gave back (segment.c), in all and per size class.
+ *   huge, huge_blocks bytes and number of live huge spans (segment.c:
+ *                     allocated, grown or shrunk in place by realloc, freed).
+ *   threads           threads that set up a theap (init.c); a thread that
+ *                     never allocates is not counted.
+ *   purges            madvise calls that returned memory, and their bytes
+ *                     (segment.c for slices, arena.c for whole segments).
+ *   abandoned_segments, reclaimed_segments
+ *                     segments with live blocks left by an exiting thread,
+ *                     and taken over later by another (segment.c).
+ *   foreign_frees     free/realloc of a pointer mialloc does not own (free.c).
+ *   errors            error reports (output.c): each call of the error
+ *                     callback, whether or not a message was printed.
+ */
 #include "internal.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 
 mia_stats_t mia_stats_global;
 
-/* Counters are only touched on slow paths, so atomics cost nothing that
- * matters and keep the global ones exact under threads. */
 void mia_stat_add(mia_stat_count_t *c, int64_t amount) {
   int64_t now = __atomic_add_fetch(&c->current, amount, __ATOMIC_RELAXED);
   if (amount > 0) __atomic_fetch_add(&c->total, amount, __ATOMIC_RELAXED);
@@ -17,96 +57,274 @@ void mia_stat_add(mia_stat_count_t *c, int64_t amount) {
   }
 }
 
-mia_export void mi_stats_reset(void) {
-  memset(&mia_stats_global, 0, sizeof mia_stats_global);
+static void mia_stat_inc(int64_t *counter, int64_t amount) {
+  __atomic_fetch_add(counter, amount, __ATOMIC_RELAXED);
 }
 
+void mia_stat_page(const mia_page_t *page, int delta) {
+  mia_stat_add(&mia_stats_global.pages, delta);
+  if (page->bin <= MIA_BIN_HUGE) mia_stat_add(&mia_stats_global.bins[page->bin], delta);
+  mia_stat_add(&mia_stats_global.in_use, delta * (int64_t)page->slice_count * (int64_t)MIA_SLICE_SIZE);
+}
+
+/* A huge span is in use, and committed, as a whole from the moment it is
+ * handed out (its first write may come any time). */
+void mia_stat_huge(int64_t bytes, int blocks) {
+  if (blocks != 0) mia_stat_add(&mia_stats_global.huge_blocks, blocks);
+  mia_stat_add(&mia_stats_global.huge, bytes);
+  mia_stat_add(&mia_stats_global.in_use, bytes);
+  mia_stat_add(&mia_stats_global.committed, bytes);
+}
+
+void mia_stat_commit(int64_t bytes) {
+  if (bytes != 0) mia_stat_add(&mia_stats_global.committed, bytes);
+}
+
+void mia_stat_purge(size_t bytes) {
+  mia_stat_inc(&mia_stats_global.purges, 1);
+  mia_stat_inc(&mia_stats_global.purged_bytes, (int64_t)bytes);
+  mia_stat_add(&mia_stats_global.committed, -(int64_t)bytes);
+}
+
+void mia_stat_reserve(int64_t bytes) {
+  mia_stat_add(&mia_stats_global.arenas, bytes > 0 ? 1 : -1);
+  mia_stat_add(&mia_stats_global.reserved, bytes);
+}
+
+/* ---- reset and merge ---- */
+
+static void mia_stat_count_reset(mia_stat_count_t *c) {
+  int64_t now = __atomic_load_n(&c->current, __ATOMIC_RELAXED);
+  __atomic_store_n(&c->peak, now, __ATOMIC_RELAXED);
+  __atomic_store_n(&c->total, now, __ATOMIC_RELAXED);
+}
+
+/* Peaks and totals restart from the current values (current values
+ * describe memory that still exists, so they are kept); event counters
+ * (purges, abandoned/reclaimed segments, foreign frees, errors) restart
+ * from zero. */
+mia_export void mi_stats_reset(void) {
+  mia_stats_t *s = &mia_stats_global;
+  mia_stat_count_t *counts[] = {&s->arenas, &s->reserved, &s->committed, &s->in_use,
+                                &s->segments, &s->pages, &s->huge, &s->huge_blocks, &s->threads};
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) mia_stat_count_reset(counts[i]);
+  for (size_t b = 0; b <= MIA_BIN_HUGE; b++) mia_stat_count_reset(&s->bins[b]);
+  int64_t *events[] = {&s->purges, &s->purged_bytes, &s->reclaimed_segments,
+                       &s->abandoned_segments, &s->foreign_frees, &s->errors};
+  for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
+    __atomic_store_n(events[i], 0, __ATOMIC_RELAXED);
+}
+
+/* The counters are process-wide already (see the top of this file). */
 mia_export void mi_stats_merge(void) {}
 
-static void mia_fmt_size(char *buf, size_t n, int64_t bytes) {
-  const char *unit = "B";
-  double v = (double)bytes;
-  if (bytes >= 1024 * 1024 * 1024) { v /= 1024.0 * 1024 * 1024; unit = "GiB"; }
-  else if (bytes >= 1024 * 1024) { v /= 1024.0 * 1024; unit = "MiB"; }
-  else if (bytes >= 1024) { v /= 1024.0; unit = "KiB"; }
-  snprintf(buf, n, "%.1f %s", v, unit);
+/* A consistent-enough copy: each field read atomically. */
+static void mia_stats_snapshot(mia_stats_t *out) {
+  const int64_t *src = (const int64_t *)&mia_stats_global;
+  int64_t *dst = (int64_t *)out;
+  for (size_t i = 0; i < sizeof *out / sizeof(int64_t); i++)
+    dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 }
+
+/* ---- process information ---- */
 
 mia_export void mi_process_info(size_t *elapsed_msecs, size_t *user_msecs, size_t *system_msecs,
                                 size_t *current_rss, size_t *peak_rss, size_t *current_commit,
                                 size_t *peak_commit, size_t *page_faults) {
   uint64_t user, sys, peak, faults;
   mia_prim_process_times(&user, &sys, &peak, &faults);
-  size_t rss = mia_prim_current_rss();
-  if (elapsed_msecs) *elapsed_msecs = (size_t)(mia_prim_clock_ms() - mia_process_start());
+  uint64_t start = mia_process_start();
+  uint64_t now = mia_prim_clock_ms();
+  int64_t commit = __atomic_load_n(&mia_stats_global.committed.current, __ATOMIC_RELAXED);
+  int64_t commit_peak = __atomic_load_n(&mia_stats_global.committed.peak, __ATOMIC_RELAXED);
+  if (elapsed_msecs) *elapsed_msecs = start != 0 && now >= start ? (size_t)(now - start) : 0;
   if (user_msecs) *user_msecs = (size_t)user;
   if (system_msecs) *system_msecs = (size_t)sys;
-  if (current_rss) *current_rss = rss;
+  if (current_rss) *current_rss = mia_prim_current_rss();
   if (peak_rss) *peak_rss = (size_t)peak;
-  if (current_commit) *current_commit = rss;
-  if (peak_commit) *peak_commit = (size_t)peak;
+  if (current_commit) *current_commit = commit > 0 ? (size_t)commit : 0;
+  if (peak_commit) *peak_commit = commit_peak > 0 ? (size_t)commit_peak : 0;
   if (page_faults) *page_faults = (size_t)faults;
 }
 
-mia_export void mi_stats_print_out(mi_output_fun *out, void *arg) {
-  mia_stats_t *s = &mia_stats_global;
-  size_t elapsed, user, sys, rss, peak, commit, peak_commit, faults;
-  mi_process_info(&elapsed, &user, &sys, &rss, &peak, &commit, &peak_commit, &faults);
-  char a[32], b[32];
-  int v = mi_version();
-  mia_output_to(out, arg, "mialloc statistics (version %d.%d.%d)\n", v / 100, (v / 10) % 10, v % 10);
-  mia_output_to(out, arg, "  arenas reserved : %zu (address space)\n", mia_subproc_main.arena_count);
-  mia_fmt_size(a, sizeof a, (int64_t)mia_arena_reserved_total());
-  mia_output_to(out, arg, "  reserved        : %s\n", a);
-  mia_fmt_size(a, sizeof a, s->segments.current * (int64_t)MIA_SEGMENT_SIZE);
-  mia_fmt_size(b, sizeof b, s->segments.peak * (int64_t)MIA_SEGMENT_SIZE);
-  mia_output_to(out, arg, "  segments        : %lld in use (%s), peak %lld (%s)\n",
-                (long long)s->segments.current, a, (long long)s->segments.peak, b);
-  mia_output_to(out, arg, "  pages           : %lld in use, peak %lld, %lld made\n",
-                (long long)s->pages.current, (long long)s->pages.peak, (long long)s->pages.total);
-  mia_output_to(out, arg, "  exited threads  : %lld segments abandoned, %lld reclaimed\n",
-                (long long)s->abandoned_segments, (long long)s->reclaimed_segments);
-  mia_fmt_size(a, sizeof a, s->huge.peak);
-  mia_output_to(out, arg, "  huge allocations: %lld total, %lld live (peak %s live)\n",
-                (long long)s->huge_blocks.total, (long long)s->huge_blocks.current, a);
-  mia_fmt_size(a, sizeof a, s->purged_bytes);
-  mia_output_to(out, arg, "  purges          : %lld (%s returned to the OS)\n", (long long)s->purges, a);
-  mia_output_to(out, arg, "  threads         : %lld live, %lld peak, %lld total\n",
-                (long long)s->threads.current, (long long)s->threads.peak, (long long)s->threads.total);
-  mia_output_to(out, arg, "  foreign frees   : %lld\n", (long long)s->foreign_frees);
-  mia_fmt_size(a, sizeof a, (int64_t)rss);
-  mia_fmt_size(b, sizeof b, (int64_t)peak);
-  mia_output_to(out, arg, "  process         : elapsed %zu.%03zu s, user %zu.%03zu s, system %zu.%03zu s\n",
-                elapsed / 1000, elapsed % 1000, user / 1000, user % 1000, sys / 1000, sys % 1000);
-  mia_output_to(out, arg, "  memory          : rss %s, peak rss %s, page faults %zu\n", a, b, faults);
+typedef struct mia_procinfo_s {
+  size_t elapsed, user, sys, rss, peak_rss, commit, peak_commit, faults;
+} mia_procinfo_t;
+
+static void mia_procinfo(mia_procinfo_t *p) {
+  mi_process_info(&p->elapsed, &p->user, &p->sys, &p->rss, &p->peak_rss, &p->commit,
+                  &p->peak_commit, &p->faults);
 }
 
+/* ---- the human-readable report ---- */
+
+static void mia_fmt_size(char *buf, size_t n, int64_t bytes) {
+  const char *unit = "B";
+  double v = (double)bytes;
+  int64_t mag = bytes < 0 ? -bytes : bytes;
+  if (mag >= 1024 * 1024 * 1024) { v /= 1024.0 * 1024 * 1024; unit = "GiB"; }
+  else if (mag >= 1024 * 1024) { v /= 1024.0 * 1024; unit = "MiB"; }
+  else if (mag >= 1024) { v /= 1024.0; unit = "KiB"; }
+  if (unit[0] == 'B') snprintf(buf, n, "%lld B", (long long)bytes);
+  else snprintf(buf, n, "%.1f %s", v, unit);
+}
+
+static void mia_print_bytes(mi_output_fun *out, void *arg, const char *name,
+                            const mia_stat_count_t *c, bool with_total) {
+  char cur[32], peak[32], total[32];
+  mia_fmt_size(cur, sizeof cur, c->current);
+  mia_fmt_size(peak, sizeof peak, c->peak);
+  if (with_total) mia_fmt_size(total, sizeof total, c->total);
+  mia_output_to(out, arg, "  %-16s %12s %12s %12s\n", name, cur, peak, with_total ? total : "");
+}
+
+static void mia_print_count(mi_output_fun *out, void *arg, const char *name,
+                            const mia_stat_count_t *c) {
+  mia_output_to(out, arg, "  %-16s %12lld %12lld %12lld\n", name, (long long)c->current,
+                (long long)c->peak, (long long)c->total);
+}
+
+mia_export void mi_stats_print_out(mi_output_fun *out, void *arg) {
+  mia_stats_t s;
+  mia_stats_snapshot(&s);
+  mia_procinfo_t p;
+  mia_procinfo(&p);
+  char a[32], b[32], c[32], d[32];
+  mia_output_to(out, arg, "mialloc statistics (version %s)\n", PACKAGE_VERSION);
+  mia_output_to(out, arg, "  %-16s %12s %12s %12s\n", "", "current", "peak", "total");
+  mia_print_count(out, arg, "arenas", &s.arenas);
+  mia_print_bytes(out, arg, "reserved", &s.reserved, true);
+  mia_print_bytes(out, arg, "committed", &s.committed, false);
+  mia_print_bytes(out, arg, "in use", &s.in_use, true);
+  mia_print_count(out, arg, "segments", &s.segments);
+  mia_print_count(out, arg, "pages", &s.pages);
+  mia_print_count(out, arg, "huge blocks", &s.huge_blocks);
+  mia_print_bytes(out, arg, "huge bytes", &s.huge, true);
+  mia_print_count(out, arg, "threads", &s.threads);
+  mia_fmt_size(a, sizeof a, s.purged_bytes);
+  mia_output_to(out, arg, "  %-16s %lld (%s returned to the OS)\n", "purges", (long long)s.purges, a);
+  mia_output_to(out, arg, "  %-16s %lld segments abandoned, %lld reclaimed\n", "exited threads",
+                (long long)s.abandoned_segments, (long long)s.reclaimed_segments);
+  mia_output_to(out, arg, "  %-16s %lld\n", "foreign frees", (long long)s.foreign_frees);
+  mia_output_to(out, arg, "  %-16s %lld\n", "errors", (long long)s.errors);
+  mia_output_to(out, arg, "pages per size class (classes that had a page):\n");
+  mia_output_to(out, arg, "  %4s %12s %12s %12s %12s\n", "bin", "block size", "current", "peak", "total");
+  for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++) {
+    const mia_stat_count_t *bc = &s.bins[bin];
+    if (bc->total == 0 && bc->current == 0) continue;
+    mia_fmt_size(a, sizeof a, (int64_t)mia_bin_size[bin]);
+    mia_output_to(out, arg, "  %4zu %12s %12lld %12lld %12lld\n", bin, a, (long long)bc->current,
+                  (long long)bc->peak, (long long)bc->total);
+  }
+  mia_output_to(out, arg, "process: elapsed %zu.%03zu s, user %zu.%03zu s, system %zu.%03zu s\n",
+                p.elapsed / 1000, p.elapsed % 1000, p.user / 1000, p.user % 1000, p.sys / 1000,
+                p.sys % 1000);
+  mia_fmt_size(a, sizeof a, (int64_t)p.rss);
+  mia_fmt_size(b, sizeof b, (int64_t)p.peak_rss);
+  mia_fmt_size(c, sizeof c, (int64_t)p.commit);
+  mia_fmt_size(d, sizeof d, (int64_t)p.peak_commit);
+  mia_output_to(out, arg, "process: rss %s (peak %s), committed %s (peak %s), page faults %zu\n", a,
+                b, c, d, p.faults);
+}
+
+/* The output argument is not used: messages go to the registered output
+ * function, or stderr (see mialloc.h). */
 mia_export void mi_stats_print(void *out) {
   (void)out;
   mi_stats_print_out(NULL, NULL);
 }
 
-mia_export char *mi_stats_get_json(size_t size, char *buf) {
-  if (buf == NULL || size == 0) return NULL;
-  mia_stats_t *s = &mia_stats_global;
-  size_t elapsed, user, sys, rss, peak, commit, peak_commit, faults;
-  mi_process_info(&elapsed, &user, &sys, &rss, &peak, &commit, &peak_commit, &faults);
-  int n = snprintf(buf, size,
-                   "{\"version\": %d, \"arenas\": %zu, \"reserved\": %zu, "
-                   "\"huge\": {\"count\": %lld, \"current\": %lld, \"peak\": %lld}, "
-                   "\"purges\": %lld, \"purged_bytes\": %lld, "
-                   "\"threads\": {\"current\": %lld, \"peak\": %lld, \"total\": %lld}, "
-                   "\"abandoned_segments\": %lld, \"reclaimed_segments\": %lld, \"foreign_frees\": %lld, "
-                   "\"process\": {\"elapsed_ms\": %zu, \"user_ms\": %zu, \"system_ms\": %zu, "
-                   "\"rss\": %zu, \"peak_rss\": %zu, \"page_faults\": %zu}}",
-                   mi_version(), mia_subproc_main.arena_count, mia_arena_reserved_total(),
-                   (long long)s->huge_blocks.total, (long long)s->huge.current, (long long)s->huge.peak,
-                   (long long)s->purges, (long long)s->purged_bytes, (long long)s->threads.current,
-                   (long long)s->threads.peak, (long long)s->threads.total,
-                   (long long)s->abandoned_segments, (long long)s->reclaimed_segments,
-                   (long long)s->foreign_frees, elapsed, user, sys, rss, peak, faults);
-  if (n < 0 || (size_t)n >= size) return NULL;
-  return buf;
+void mia_stats_print_at_exit(void) { mi_stats_print_out(NULL, NULL); }
+
+/* ---- JSON ---- */
+
+/* Appends to a buffer; when it does not fit, keeps counting what would have
+ * been written so the caller learns the size it needs. */
+typedef struct mia_json_s {
+  char *buf;
+  size_t size;
+  size_t len;
+} mia_json_t;
+
+static void __attribute__((format(printf, 2, 3))) mia_json_put(mia_json_t *j, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  size_t room = j->len < j->size ? j->size - j->len : 0;
+  int n = vsnprintf(room > 0 ? j->buf + j->len : NULL, room, fmt, ap);
+  va_end(ap);
+  if (n > 0) j->len += (size_t)n;
 }
 
-void mia_stats_print_at_exit(void) { mi_stats_print_out(NULL, NULL); }
+static void mia_json_count(mia_json_t *j, const char *name, const mia_stat_count_t *c, bool total,
+                           const char *after) {
+  mia_json_put(j, "\"%s\": {\"current\": %lld, \"peak\": %lld", name, (long long)c->current,
+               (long long)c->peak);
+  if (total) mia_json_put(j, ", \"total\": %lld", (long long)c->total);
+  mia_json_put(j, "}%s", after);
+}
+
+static void mia_stats_json(mia_json_t *j, const mia_stats_t *s, const mia_procinfo_t *p) {
+  mia_json_put(j, "{\"version\": \"%s\", \"mi_version\": %d, ", PACKAGE_VERSION, mi_version());
+  mia_json_count(j, "arenas", &s->arenas, true, ", ");
+  mia_json_count(j, "reserved", &s->reserved, true, ", ");
+  mia_json_count(j, "committed", &s->committed, false, ", ");
+  mia_json_count(j, "in_use", &s->in_use, true, ", ");
+  mia_json_count(j, "segments", &s->segments, true, ", ");
+  mia_json_count(j, "pages", &s->pages, true, ", ");
+  mia_json_put(j, "\"huge\": {");
+  mia_json_count(j, "count", &s->huge_blocks, true, ", ");
+  mia_json_count(j, "bytes", &s->huge, true, "}, ");
+  mia_json_count(j, "threads", &s->threads, true, ", ");
+  mia_json_put(j, "\"purges\": {\"count\": %lld, \"bytes\": %lld}, ", (long long)s->purges,
+               (long long)s->purged_bytes);
+  mia_json_put(j, "\"abandoned_segments\": %lld, \"reclaimed_segments\": %lld, "
+               "\"foreign_frees\": %lld, \"errors\": %lld, ",
+               (long long)s->abandoned_segments, (long long)s->reclaimed_segments,
+               (long long)s->foreign_frees, (long long)s->errors);
+  mia_json_put(j, "\"bins\": [");
+  bool first = true;
+  for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++) {
+    const mia_stat_count_t *bc = &s->bins[bin];
+    if (bc->total == 0 && bc->current == 0) continue;
+    mia_json_put(j, "%s{\"bin\": %zu, \"block_size\": %zu, \"current\": %lld, \"peak\": %lld, "
+                 "\"total\": %lld}", first ? "" : ", ", bin, mia_bin_size[bin],
+                 (long long)bc->current, (long long)bc->peak, (long long)bc->total);
+    first = false;
+  }
+  mia_json_put(j, "], ");
+  mia_json_put(j, "\"process\": {\"elapsed_ms\": %zu, \"user_ms\": %zu, \"system_ms\": %zu, "
+               "\"rss\": %zu, \"peak_rss\": %zu, \"commit\": %zu, \"peak_commit\": %zu, "
+               "\"page_faults\": %zu}}",
+               p->elapsed, p->user, p->sys, p->rss, p->peak_rss, p->commit, p->peak_commit,
+               p->faults);
+}
+
+/* Into buf (size bytes, NUL included); NULL if it does not fit.  With buf
+ * NULL the result is allocated with mi_malloc (free it with mi_free), as
+ * the reference allocator does. */
+mia_export char *mi_stats_get_json(size_t size, char *buf) {
+  mia_stats_t s;
+  mia_procinfo_t p;
+  if (buf != NULL) {
+    if (size == 0) return NULL;
+    mia_stats_snapshot(&s);
+    mia_procinfo(&p);
+    mia_json_t j = {buf, size, 0};
+    mia_stats_json(&j, &s, &p);
+    if (j.len >= size) {
+      buf[0] = 0;
+      return NULL;
+    }
+    return buf;
+  }
+  mia_stats_snapshot(&s);
+  mia_procinfo(&p);
+  mia_json_t measure = {NULL, 0, 0};
+  mia_stats_json(&measure, &s, &p);
+  char *out = mi_malloc(measure.len + 1);
+  if (out == NULL) return NULL;
+  /* the same snapshot again: exactly the measured length */
+  mia_json_t j = {out, measure.len + 1, 0};
+  mia_stats_json(&j, &s, &p);
+  return out;
+}

@@ -137,7 +137,7 @@ static mia_page_t *mia_page_fresh(mia_theap_t *theap, uint8_t bin) {
   mia_page_extend(page);
   queue_push_front(&theap->pages[bin], page);
   if (bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, bin);
-  mia_stat_add(&mia_stats_global.pages, 1);
+  mia_stat_page(page, 1);
   return page;
 }
 
@@ -172,7 +172,7 @@ static mia_page_t *mia_find_free_page(mia_theap_t *theap, uint8_t bin) {
 void *mia_malloc_huge(mia_theap_t *theap, size_t size, bool zero) {
   mia_page_t *page = mia_huge_page_alloc(theap->tld->heap, size, 0);
   if (page == NULL) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(ENOMEM, 1, size, 0);
     return NULL;
   }
   if (zero && !page->is_zero_init) mia_memzero(page->start, size);
@@ -183,12 +183,12 @@ void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) {
   if (mia_unlikely(theap == &mia_theap_empty)) {
     theap = mia_thread_init_slow();
     if (theap == NULL) {
-      errno = ENOMEM;
+      errno = mia_alloc_error(ENOMEM, 1, size, 0);
       return NULL;
     }
   }
   if (mia_unlikely(size > MIA_MAX_ALLOC_SIZE)) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(EOVERFLOW, 1, size, 0);
     return NULL;
   }
   uint8_t bin = 0;
@@ -199,7 +199,7 @@ void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) {
     page = theap->pages[bin].first;
     if (page != NULL && page->free != NULL) goto pop;
   }
-  if (mia_unlikely(mia_prof_on())) {
+  if (mia_unlikely(mia_sampling_on())) {
     void *p;
     if (mia_prof_malloc(theap, size, zero, &p)) return p;
   }
@@ -208,7 +208,7 @@ void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) {
   if (size > MIA_LARGE_MAX) return mia_malloc_huge(theap, size, zero);
   page = mia_find_free_page(theap, bin);
   if (page == NULL) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(ENOMEM, 1, size, 0);
     return NULL;
   }
   if (mia_unlikely(page->free == NULL)) return mia_prof_page_due(theap, page, size, zero);
@@ -231,7 +231,6 @@ void mia_page_retire(mia_page_t *page) {
     queue_remove(pq, page);
     if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
   }
-  mia_stat_add(&mia_stats_global.pages, -1);
   mia_segment_page_free(page);
 }
 
@@ -245,7 +244,6 @@ static void mia_theap_free_empty_pages(mia_theap_t *theap, bool force) {
       mia_page_collect(page);
       if (page->used == 0 && (force || page != theap->pages[bin].first)) {
         queue_remove(&theap->pages[bin], page);
-        mia_stat_add(&mia_stats_global.pages, -1);
         mia_segment_page_free(page);
       }
       page = next;
@@ -259,7 +257,6 @@ static void mia_theap_free_empty_pages(mia_theap_t *theap, bool force) {
     if (page->used == 0) {
       queue_remove(&theap->full, page);
       mia_page_set_flag(page, MIA_PAGE_IN_FULL, false);
-      mia_stat_add(&mia_stats_global.pages, -1);
       mia_segment_page_free(page);
     } else if (page->free != NULL) {
       mia_page_from_full(theap, page);

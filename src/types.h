@@ -78,6 +78,7 @@ typedef struct mia_page_s {
   bool free_is_zero;             /* free list holds only never-used memory */
   bool is_zero_init;             /* memory came zeroed from the OS */
   bool is_huge;
+  bool is_guarded;               /* a guarded-sampling slot page (guarded.c) */
   /* second cache line: written by other threads (remote frees), so the
    * owner's fast-path line does not bounce between cores on every one */
   _Atomic(uintptr_t) thread_free __attribute__((aligned(64)));  /* remote frees (LIFO) */
@@ -91,6 +92,7 @@ typedef struct mia_page_s {
    * needs no counter and falls into the slow path at the sample */
   mia_block_t *sample_rest;
   int64_t sample_left;           /* bytes before the sample; <0: not armed */
+  int32_t guard_left;            /* blocks before a guarded sample; <0: not armed */
 #if MIALLOC_SECURE
   uintptr_t keys[2];             /* free-list encoding keys */
 #endif
@@ -153,23 +155,33 @@ struct mia_tld_s {
   bool is_done;
 };
 
+/* A statistic with a current value, its highest value, and the sum of all
+ * increases (for counts: how many were ever made). */
 typedef struct mia_stat_count_s {
   int64_t current;
   int64_t peak;
   int64_t total;
 } mia_stat_count_t;
 
+/* Process-wide statistics, updated atomically and only on slow paths (see
+ * stats.c for where each one is counted and what it means exactly). */
 typedef struct mia_stats_s {
-  mia_stat_count_t segments;
-  mia_stat_count_t pages;
-  mia_stat_count_t huge;
-  mia_stat_count_t threads;
+  mia_stat_count_t arenas;        /* OS reservations */
+  mia_stat_count_t reserved;      /* bytes of address space in arenas */
+  mia_stat_count_t committed;     /* bytes touched and not purged since */
+  mia_stat_count_t in_use;        /* bytes of pages held by theaps, plus huge spans */
+  mia_stat_count_t segments;      /* 4 MiB segments claimed from arenas */
+  mia_stat_count_t pages;         /* pages held by theaps */
+  mia_stat_count_t huge;          /* bytes of live huge spans */
   mia_stat_count_t huge_blocks;   /* live huge allocations */
-  int64_t purges;
+  mia_stat_count_t threads;       /* threads with a theap */
+  mia_stat_count_t bins[MIA_BIN_HUGE + 1];  /* pages per size class */
+  int64_t purges;                 /* purge calls (madvise) */
   int64_t purged_bytes;
   int64_t reclaimed_segments;
   int64_t abandoned_segments;
   int64_t foreign_frees;
+  int64_t errors;                 /* errors reported (error callback calls) */
 } mia_stats_t;
 
 struct mia_theap_s {

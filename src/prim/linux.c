@@ -80,6 +80,44 @@ bool mia_prim_protect(void *p, size_t size, mia_prot_t prot) {
   return mprotect(p, size, flags) == 0;
 }
 
+/* ---- SIGSEGV, for guarded sampling ---- */
+
+static mia_prim_fault_fun *mia_segv_fn;
+
+static void mia_segv_trampoline(int sig, siginfo_t *info, void *ctx) {
+  mia_segv_fn(sig, info->si_addr, info, ctx);
+}
+
+/* The previous SA_SIGINFO handler, called with the signature it expects. */
+static void (*mia_segv_prev_action)(int, siginfo_t *, void *);
+static void mia_segv_call_prev(int sig, void *addr, void *info, void *ctx) {
+  (void)addr;
+  mia_segv_prev_action(sig, (siginfo_t *)info, ctx);
+}
+
+bool mia_prim_on_segv(mia_prim_fault_fun *fn, mia_prim_fault_fun **old_fun, void (**old_plain)(int)) {
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof sa);
+  mia_segv_fn = fn;
+  sa.sa_sigaction = mia_segv_trampoline;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGSEGV, &sa, &old) != 0) return false;
+  *old_fun = NULL;
+  *old_plain = NULL;
+  if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction != NULL) {
+    mia_segv_prev_action = old.sa_sigaction;
+    *old_fun = mia_segv_call_prev;
+  } else if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN) {
+    *old_plain = old.sa_handler;
+  }
+  return true;
+}
+
+/* Back to the default action: the faulting access, retried, ends the
+ * process with SIGSEGV as it would have without us. */
+void mia_prim_default_segv(void) { signal(SIGSEGV, SIG_DFL); }
+
 void *mia_prim_reserve_huge_pages(size_t size) {
 #ifdef MAP_HUGETLB
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,

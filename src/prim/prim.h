@@ -18,6 +18,13 @@ void   mia_prim_release(void *p, size_t size);
 bool   mia_prim_purge(void *p, size_t size, bool lazy);
 typedef enum { MIA_PROT_NONE, MIA_PROT_READ, MIA_PROT_RW } mia_prot_t;
 bool   mia_prim_protect(void *p, size_t size, mia_prot_t prot);
+
+/* SIGSEGV: install fn (addr is the faulting address); the previous
+ * handler comes back in *old_fun (SA_SIGINFO style) or *old_plain (a plain
+ * handler), both NULL for the default action or SIG_IGN. */
+typedef void (mia_prim_fault_fun)(int sig, void *addr, void *info, void *ctx);
+bool   mia_prim_on_segv(mia_prim_fault_fun *fn, mia_prim_fault_fun **old_fun, void (**old_plain)(int));
+void   mia_prim_default_segv(void);
 void  *mia_prim_reserve_huge_pages(size_t size);
 size_t mia_prim_page_size(void);
 bool   mia_prim_thp_available(void);

@@ -59,8 +59,9 @@ static int child(const char *mode) {
     char json[4096];
     mi_free(mi_malloc(16));
     if (mi_stats_get_json(sizeof json, json) == NULL) return 2;
-    const char *r = strstr(json, "\"reserved\": ");
-    unsigned long long reserved = r ? strtoull(r + 12, NULL, 10) : 0;
+    const char *key = "\"reserved\": {\"current\": ";
+    const char *r = strstr(json, key);
+    unsigned long long reserved = r ? strtoull(r + strlen(key), NULL, 10) : 0;
     printf("reserved=%llu\n", reserved);
     /* the small block came from the reserved arena: nothing else exists */
     return reserved == (256ull << 20) ? 0 : 1;

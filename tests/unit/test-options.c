@@ -106,6 +106,62 @@ static void check_privileged(void) {
          "privileged process ignores MIALLOC_VERBOSE");
 }
 
+/* mi_options_print: one line per option of the enum, in enum order, each
+ * with the value mi_option_get gives, its default and where it came from. */
+static char printed[16384];
+static void capture(const char *msg, void *arg) {
+  (void)arg;
+  strncat(printed, msg, sizeof printed - strlen(printed) - 1);
+}
+
+static void check_options_print(void) {
+  mi_option_set(mi_option_max_segment_reclaim, 7);
+  printed[0] = 0;
+  mi_register_output(capture, NULL);
+  mi_options_print();
+  mi_register_output(NULL, NULL);
+  /* (the parse below cuts the text into lines) */
+  const char *r = strstr(printed, "MIALLOC_MAX_SEGMENT_RECLAIM ");
+  bool set_shown = r != NULL && strstr(r, "from mi_option_set)") != NULL &&
+                   strstr(r, "from mi_option_set)") < strchr(r, '\n');
+  const char *t = strstr(printed, "MIALLOC_OS_TAG ");
+  bool compat_shown = t != NULL && strstr(t, "accepted for compatibility") != NULL &&
+                      strstr(t, "accepted for compatibility") < strchr(t, '\n');
+  int lines = 0, good = 0;
+  char names[_mi_option_last][40];
+  for (char *line = printed; *line != 0; lines++) {
+    char *end = strchr(line, '\n');
+    if (end == NULL) break;
+    *end = 0;
+    char name[40];
+    long value, def;
+    if (lines < _mi_option_last &&
+        sscanf(line, "mialloc: option MIALLOC_%39s = %ld (default %ld, from", name, &value, &def) == 3 &&
+        value == mi_option_get((mi_option_t)lines) && strstr(line, ") ") != NULL &&
+        strlen(strstr(line, ") ")) > 4) {
+      good++;
+      snprintf(names[lines], sizeof names[lines], "%s", name);
+    } else {
+      tap_diag("unexpected line: %s", line);
+    }
+    line = end + 1;
+  }
+  TAP_OK(lines == _mi_option_last, "mi_options_print prints %d lines, one per option (%d)",
+         (int)_mi_option_last, lines);
+  TAP_OK(good == _mi_option_last, "each with name, current value, default and a description");
+  bool unique = true;
+  for (int i = 0; i < good; i++)
+    for (int k = 0; k < i; k++) unique = unique && strcmp(names[i], names[k]) != 0;
+  TAP_OK(unique, "no name twice");
+  TAP_OK(good == _mi_option_last && strcmp(names[mi_option_show_errors], "SHOW_ERRORS") == 0 &&
+         strcmp(names[mi_option_purge_delay], "PURGE_DELAY") == 0 &&
+         strcmp(names[mi_option_purge_thread], "PURGE_THREAD") == 0,
+         "names follow the enum (SHOW_ERRORS first, PURGE_THREAD last)");
+  TAP_OK(set_shown, "a value set by the program says so");
+  TAP_OK(compat_shown, "a compatibility-only option says so");
+  mi_option_set(mi_option_max_segment_reclaim, 10);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "child") == 0) return child_main();
 
@@ -139,6 +195,7 @@ int main(int argc, char **argv) {
   TAP_OK(mi_option_get((mi_option_t)9999) == 0, "unknown option reads as 0");
   TAP_OK(mi_option_get_size(mi_option_arena_reserve) == (size_t)1 << 30, "mi_option_get_size");
 
+  check_options_print();
   check_privileged();
   return tap_done();
 }

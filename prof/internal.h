@@ -1,0 +1,144 @@
+/* internal.h -- shared declarations of libmialloc-prof's parts.
+ *
+ * Rule for everything here: code that runs inside malloc (the callbacks and
+ * the snapshot writer they may call) allocates only from the profiler's
+ * private heap (excluded from sampling), uses raw system calls instead of
+ * stdio, and takes no lock that malloc could take.
+ */
+#ifndef MIALLOC_PROF_INTERNAL_H
+#define MIALLOC_PROF_INTERNAL_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* gettid, renameat2, strerrordesc_np */
+#endif
+#include "config.h"
+#include "mialloc.h"
+#include "mialloc-prof.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PROF_MAX_FRAMES 64
+#define PROF_COUNT_SHIFT 16 /* counts are fixed point with 16 fraction bits */
+
+/* --- byte buffers in the private heap (buf.c) --------------------------- */
+typedef struct prof_buf_s {
+  mi_heap_t *heap;
+  char *data;
+  size_t len, cap;
+  bool failed; /* an allocation failed: the content is incomplete */
+} prof_buf_t;
+
+void prof_buf_init(prof_buf_t *b, mi_heap_t *heap);
+void prof_buf_free(prof_buf_t *b);
+bool prof_buf_reserve(prof_buf_t *b, size_t extra);
+void prof_buf_put(prof_buf_t *b, const void *p, size_t n);
+void prof_buf_puts(prof_buf_t *b, const char *s);
+void prof_buf_putc(prof_buf_t *b, char c);
+void prof_buf_put_u64(prof_buf_t *b, uint64_t v);  /* decimal */
+void prof_buf_put_hex(prof_buf_t *b, uint64_t v);  /* 0x... */
+/* format v in decimal into out (>= 21 bytes); returns the length */
+size_t prof_fmt_u64(char *out, uint64_t v);
+/* write all of buf to fd, retrying on EINTR and short writes */
+bool prof_write_all(int fd, const void *buf, size_t n);
+/* a message on stderr prefixed with "mialloc-prof: " (no allocation) */
+void prof_warn(const char *a, const char *b, const char *c);
+
+/* --- locations: (thread, call stack) -> counters (location.c) ----------- */
+typedef struct prof_loc_s prof_loc_t;
+struct prof_loc_s {
+  _Atomic(prof_loc_t *) next; /* chain of the bucket; entries are never removed */
+  uint64_t hash;
+  pid_t tid;
+  uint32_t depth;
+  _Atomic uint64_t alloc_count; /* estimated objects, fixed point */
+  _Atomic uint64_t alloc_bytes; /* estimated bytes */
+  _Atomic uint64_t inuse_count; /* fixed point; wraps through zero harmlessly */
+  _Atomic uint64_t inuse_bytes;
+  uintptr_t frames[]; /* return addresses, leaf first */
+};
+
+typedef struct prof_table_s {
+  mi_heap_t *heap;
+  size_t mask; /* buckets - 1 */
+  _Atomic(prof_loc_t *) *buckets;
+  _Atomic size_t count;
+} prof_table_t;
+
+bool prof_table_init(prof_table_t *t, mi_heap_t *heap, size_t buckets);
+prof_loc_t *prof_table_get(prof_table_t *t, pid_t tid, const uintptr_t *frames, unsigned depth);
+typedef void prof_loc_visit_fun(prof_loc_t *loc, void *arg);
+void prof_table_visit(prof_table_t *t, prof_loc_visit_fun *fun, void *arg);
+
+/* --- stack capture (stack.c) --------------------------------------------- */
+void prof_stack_init(void);
+/* Capture the caller's stack, leaf first, without the profiler's and the
+ * allocator's own frames.  Returns the number of frames stored. */
+unsigned prof_stack_capture(uintptr_t *frames, unsigned max);
+
+/* --- mappings (maps.c) ----------------------------------------------------- */
+typedef struct prof_mapping_s {
+  uint64_t start, limit, offset;
+  const char *path;     /* points into the maps text; "" if anonymous */
+  const char *build_id; /* hex, or "" */
+} prof_mapping_t;
+
+typedef struct prof_maps_s {
+  prof_buf_t text;     /* /proc/self/maps as read (NUL terminated) */
+  prof_buf_t strings;  /* paths and build ids */
+  prof_mapping_t *map; /* executable file mappings, main program first */
+  size_t count;
+  mi_heap_t *heap;
+} prof_maps_t;
+
+bool prof_maps_read(prof_maps_t *m, mi_heap_t *heap);
+void prof_maps_free(prof_maps_t *m);
+/* index of the mapping that contains addr, or -1 */
+long prof_maps_find(const prof_maps_t *m, uint64_t addr);
+/* hex GNU build id of the ELF file at path into out (>= 2*64+1 bytes) */
+bool prof_elf_build_id(const char *path, char *out, size_t outn);
+
+/* --- a snapshot: what the encoders write ---------------------------------- */
+typedef struct prof_sample_s {
+  pid_t tid;
+  unsigned depth;
+  const uintptr_t *frames; /* return addresses, leaf first */
+  uint64_t alloc_count;    /* fixed point (PROF_COUNT_SHIFT) */
+  uint64_t alloc_bytes;
+  uint64_t inuse_count; /* fixed point */
+  uint64_t inuse_bytes;
+} prof_sample_t;
+
+typedef struct prof_snapshot_s {
+  size_t rate;
+  uint64_t time_nanos, duration_nanos;
+  const prof_sample_t *samples;
+  size_t nsamples;
+  const prof_maps_t *maps;
+} prof_snapshot_t;
+
+/* Encoders append the (uncompressed) profile to out. */
+bool prof_encode_proto(prof_buf_t *out, const prof_snapshot_t *s);
+bool prof_encode_text(prof_buf_t *out, const prof_snapshot_t *s);
+/* gzip in into fd; zlib allocates from heap */
+bool prof_gzip_write(int fd, const void *in, size_t n, mi_heap_t *heap);
+
+/* --- output files (output.c) ----------------------------------------------- */
+/* Split a user base name: strips ".heap"/".text" (then *text = true) or
+ * ".pb.gz"/".pb" (proto).  out gets the stripped base. */
+bool prof_output_base(const char *base, char *out, size_t outn, bool *text);
+/* Write data (already in its final encoding when !gzip) to
+ * <base>.<pid>.<seq>.<ext>, via a temporary file created exclusively and
+ * renamed without replacing.  If the name exists the next seq is tried;
+ * *seq is advanced past the number used.  Returns the seq used or -1. */
+long prof_output_write(const char *base, const char *ext, pid_t pid, _Atomic long *seq,
+                       const prof_buf_t *data, bool gzip, mi_heap_t *heap);
+
+/* --- numbers ---------------------------------------------------------------- */
+/* Parse a size with an optional K/KiB/M/MiB/G/GiB suffix (binary units). */
+bool prof_parse_size(const char *s, uint64_t *out);
+
+#endif

@@ -1,0 +1,312 @@
+/* check.c -- misuse detection for secure and debug builds.
+ *
+ * Padded builds (--enable-secure or --enable-debug) end every block with a
+ * 16-byte padding record: a canary keyed by the block's address and the
+ * process secret, and the distance from the end of the program's bytes to
+ * the record.  The bytes in between are filled with a pattern.  A free
+ * checks the canary and the pattern (heap overflow), whether the canary
+ * says "freed" (double free), and whether the pointer is where a block
+ * starts (interior or never-allocated pointers); then marks the canary
+ * freed.  Debug builds also fill freed memory and check it when the block
+ * is handed out again (a write after free).
+ *
+ * Every finding goes through mia_error: the message names the pointer and
+ * the block size, the error callback gets an errno-style code, and
+ * MIALLOC_ABORT_ON_ERROR decides whether the program goes on.
+ */
+#include "internal.h"
+#include "fastpath.h"
+
+#define MIA_PAD_FILL   0xde     /* between the program's bytes and the record */
+#define MIA_FREED_FILL 0xdf     /* debug: freed memory */
+#define MIA_FRESH_FILL 0xd0     /* debug: handed-out memory not asked to be zero */
+#define MIA_PAD_CHECK  32       /* pattern bytes checked (and written) per block */
+#define MIA_UAF_CHECK  1024     /* debug: freed bytes checked when reused */
+
+typedef struct mia_padding_s {
+  uint64_t canary;
+  uint64_t delta;     /* bytes from the end of the program's bytes to here */
+} mia_padding_t;
+
+#if MIALLOC_PADDING
+
+static uint8_t *mia_block_end(const mia_page_t *page, const uint8_t *block) {
+  return (page->is_huge ? page->start : (uint8_t *)block) + page->block_size;
+}
+
+static mia_padding_t *mia_padding_of(const mia_page_t *page, const uint8_t *block) {
+  return (mia_padding_t *)(mia_block_end(page, block) - MIA_PADDING_SIZE);
+}
+
+static uint64_t mia_canary_live(const mia_padding_t *pad) {
+  return (mia_process_secret ^ (uint64_t)(uintptr_t)pad) * 0x9e3779b97f4a7c15ull | 1;
+}
+
+static uint64_t mia_canary_freed(const mia_padding_t *pad) { return ~mia_canary_live(pad); }
+
+/* Record the program's size for the block holding p. */
+void mia_padding_set(void *p, size_t size) {
+  mia_page_t *page = mia_page_of(p);
+  uint8_t *block = mia_page_block_start(page, p);
+  mia_padding_t *pad = mia_padding_of(page, block);
+  uint8_t *end = (uint8_t *)p + size;
+  size_t delta = (size_t)((uint8_t *)pad - end);
+  memset(end, MIA_PAD_FILL, delta < MIA_PAD_CHECK ? delta : MIA_PAD_CHECK);
+  pad->delta = delta;
+  pad->canary = mia_canary_live(pad);
+}
+
+size_t mia_padding_usable(const mia_page_t *page, const void *p) {
+  const uint8_t *block = mia_page_block_start(page, p);
+  const mia_padding_t *pad = mia_padding_of(page, block);
+  if (pad->canary != mia_canary_live(pad)) return 0;
+  const uint8_t *end = (const uint8_t *)pad - pad->delta;
+  return end > (const uint8_t *)p ? (size_t)(end - (const uint8_t *)p) : 0;
+}
+
+/* Fresh blocks count as freed: a free of one is a free of a block that
+ * was never handed out. */
+void mia_check_fresh_blocks(mia_page_t *page, uint8_t *first, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint8_t *block = first + i * page->block_size;
+    mia_padding_t *pad = mia_padding_of(page, block);
+#if MIALLOC_DEBUG
+    memset(block + sizeof(mia_block_t), MIA_FREED_FILL,
+           (size_t)((uint8_t *)pad - block) - sizeof(mia_block_t));
+#endif
+    pad->canary = mia_canary_freed(pad);
+  }
+}
+
+static size_t mia_size_class(const mia_page_t *page) { return page->block_size; }
+
+/* Is p a block mialloc handed out and has not taken back?  Reports and
+ * returns false when the free must be ignored. */
+static bool mia_check_free_ptr(mia_page_t *page, void *p, uint8_t **block_out) {
+  uint8_t *block = mia_page_block_start(page, p);
+  *block_out = block;
+  if (!page->is_huge) {
+    size_t index = (size_t)(block - page->start) / page->block_size;
+    if (index >= page->capacity) {
+      mia_error(EINVAL, "free: pointer %p was never allocated (in a page of %zu-byte blocks)\n", p,
+                mia_size_class(page));
+      return false;
+    }
+    if ((uint8_t *)p != block && !(page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED))) {
+      mia_error(EINVAL, "free: pointer %p points into the middle of the %zu-byte block at %p\n", p,
+                mia_size_class(page), (void *)block);
+      return false;
+    }
+  }
+  mia_padding_t *pad = mia_padding_of(page, block);
+  if (pad->canary == mia_canary_freed(pad)) {
+    mia_error(EAGAIN, "free: double free of %p (block of %zu bytes)\n", p, mia_size_class(page));
+    return false;
+  }
+  if (pad->canary != mia_canary_live(pad)) {
+    mia_error(EOVERFLOW, "free: heap overflow past block %p (block of %zu bytes): its canary was overwritten\n",
+              p, mia_size_class(page));
+    return true;   /* ours all the same: free it */
+  }
+  uint8_t *end = (uint8_t *)pad - pad->delta;
+  if ((uint8_t *)p > end) {
+    mia_error(EINVAL, "free: pointer %p points past the end of the %zu-byte block at %p\n", p,
+              mia_size_class(page), (void *)block);
+    return false;
+  }
+  size_t check = pad->delta < MIA_PAD_CHECK ? pad->delta : MIA_PAD_CHECK;
+  for (size_t i = 0; i < check; i++) {
+    if (end[i] != MIA_PAD_FILL) {
+      mia_error(EOVERFLOW, "free: heap overflow past block %p (%zu bytes asked, block of %zu bytes): "
+                "byte %zu past the end was overwritten\n", p, (size_t)(end - (uint8_t *)p),
+                mia_size_class(page), i);
+      break;
+    }
+  }
+  return true;
+}
+
+/* The checked free: validate, mark freed, then the ordinary free. */
+void mia_free_checked(void *p) {
+  mia_page_t *page = mia_page_of(p);
+  if (page == NULL) {
+    if (p != NULL) mia_free_invalid(p);
+    return;
+  }
+  if (page->is_guarded) {
+    mia_free_generic(page, p);
+    return;
+  }
+  uint8_t *block;
+  if (!mia_check_free_ptr(page, p, &block)) return;
+  mia_padding_t *pad = mia_padding_of(page, block);
+#if MIALLOC_DEBUG
+  if (!page->is_huge)
+    memset(block + sizeof(mia_block_t), MIA_FREED_FILL, (size_t)((uint8_t *)pad - block) - sizeof(mia_block_t));
+#endif
+  pad->canary = mia_canary_freed(pad);
+  mia_free_raw(page, p);
+}
+
+/* A block about to be handed out (debug): was it written after its free? */
+static void mia_check_reused(mia_page_t *page, uint8_t *block) {
+#if MIALLOC_DEBUG
+  if (page->is_huge) return;
+  mia_padding_t *pad = mia_padding_of(page, block);
+  size_t n = (size_t)((uint8_t *)pad - block) - sizeof(mia_block_t);
+  if (n > MIA_UAF_CHECK) n = MIA_UAF_CHECK;
+  const uint8_t *b = block + sizeof(mia_block_t);
+  for (size_t i = 0; i < n; i++) {
+    if (b[i] != MIA_FREED_FILL) {
+      mia_error(EFAULT, "use after free: the freed %zu-byte block %p was written to (byte %zu)\n",
+                page->block_size, (void *)block, i + sizeof(mia_block_t));
+      return;
+    }
+  }
+#else
+  (void)page;
+  (void)block;
+#endif
+}
+
+/* The checked malloc: room for the padding record, then set it.  Small
+ * blocks are taken unzeroed so the write-after-free check sees them as
+ * they were left; huge ones keep the zeroed-by-the-OS shortcut. */
+void *mia_theap_malloc_checked(mia_theap_t *theap, size_t size, bool zero) {
+  if (mia_unlikely(size > MIA_MAX_ALLOC_SIZE)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  bool huge = mia_padded_request(size) > MIA_LARGE_MAX;
+  uint8_t *p = mia_theap_malloc_raw(theap, mia_padded_request(size), zero && huge);
+  if (p == NULL) return NULL;
+  mia_page_t *page = mia_page_of(p);
+  if (page->is_guarded) return p;   /* guarded blocks check themselves */
+  if (!huge) {
+    uint8_t *block = mia_page_block_start(page, p);
+    if ((uint8_t *)p == block) mia_check_reused(page, block);
+    if (zero) memset(p, 0, size);
+#if MIALLOC_DEBUG
+    else memset(p, MIA_FRESH_FILL, size);
+#endif
+  }
+  mia_padding_set(p, size);
+  return p;
+}
+
+/* ---- heap walk ---- */
+
+typedef struct mia_walk_s {
+  size_t bad;
+} mia_walk_t;
+
+static bool mia_check_live_block(mia_page_t *page, void *block, void *arg) {
+  mia_walk_t *w = arg;
+  mia_padding_t *pad = mia_padding_of(page, block);
+  if (pad->canary != mia_canary_live(pad)) {
+    mia_error(EOVERFLOW, "check: heap overflow past block %p (block of %zu bytes): its canary was overwritten\n",
+              block, page->block_size);
+    w->bad++;
+    return true;
+  }
+  uint8_t *end = (uint8_t *)pad - pad->delta;
+  size_t check = pad->delta < MIA_PAD_CHECK ? pad->delta : MIA_PAD_CHECK;
+  for (size_t i = 0; i < check; i++) {
+    if (end[i] != MIA_PAD_FILL) {
+      mia_error(EOVERFLOW, "check: heap overflow past block %p (block of %zu bytes)\n", block, page->block_size);
+      w->bad++;
+      break;
+    }
+  }
+  return true;
+}
+
+static void mia_check_free_list(mia_page_t *page, mia_block_t *b, mia_walk_t *w) {
+#if MIALLOC_DEBUG
+  for (size_t guard = 0; b != NULL && guard < page->capacity; guard++) {
+    size_t before = w->bad;
+    mia_padding_t *pad = mia_padding_of(page, (uint8_t *)b);
+    size_t n = (size_t)((uint8_t *)pad - (uint8_t *)b) - sizeof(mia_block_t);
+    if (n > MIA_UAF_CHECK) n = MIA_UAF_CHECK;
+    for (size_t i = 0; i < n && w->bad == before; i++) {
+      if (((uint8_t *)b)[sizeof(mia_block_t) + i] != MIA_FREED_FILL) {
+        mia_error(EFAULT, "check: the freed %zu-byte block %p was written to after its free\n",
+                  page->block_size, (void *)b);
+        w->bad++;
+      }
+    }
+    b = mia_block_next(page, b);
+  }
+#else
+  (void)page;
+  (void)b;
+  (void)w;
+#endif
+}
+
+static bool mia_check_page(mia_page_t *page, void *arg) {
+  if (page->block_size == 0 || page->is_guarded) return true;
+  mia_walk_t *w = arg;
+  mia_page_visit_live(page, mia_check_live_block, w);
+  mia_check_free_list(page, page->free, w);
+  mia_check_free_list(page, page->local_free, w);
+  return true;
+}
+
+bool mia_debug_check_theap(mia_theap_t *theap) {
+  mia_walk_t w = {0};
+  bool stop = false;
+  for (int l = 0; l < 2; l++)
+    for (mia_segment_t *s = l ? theap->tld->segments_full : theap->tld->segments; s != NULL; s = s->next)
+      mia_segment_visit_pages(s, mia_check_page, &w, &stop);
+  return w.bad == 0;
+}
+
+#else  /* !MIALLOC_PADDING */
+
+bool mia_debug_check_theap(mia_theap_t *theap) {
+  (void)theap;
+  return true;   /* nothing recorded to check against in this build */
+}
+
+#endif
+
+void mia_free_list_corrupted(const mia_page_t *page, const mia_block_t *b, uintptr_t link) {
+  mia_error(EFAULT, "corrupted free list in a page of %zu-byte blocks: the freed block %p was written to "
+            "(heap overflow or use after free; its link decodes to %p); the rest of the list is dropped\n",
+            page->block_size, (const void *)b, (void *)link);
+}
+
+/* Check the calling thread's part of its default heap. */
+mia_export bool mi_debug_check(void) {
+  mia_theap_t *theap = mia_theap_get();
+  if (theap == &mia_theap_empty) return true;
+  return mia_debug_check_theap(theap);
+}
+
+/* ---- MIALLOC_SHOW_LEAKS: the main heap's live blocks at exit ---- */
+
+typedef struct mia_leaks_s {
+  size_t count, bytes;
+} mia_leaks_t;
+
+static bool mia_leak_visit(const mi_heap_t *heap, const mi_heap_area_t *area, void *block, size_t bsize,
+                           void *arg) {
+  (void)heap;
+  (void)area;
+  mia_leaks_t *l = arg;
+  if (block == NULL) return true;
+  size_t size = mi_usable_size(block);
+  if (size == 0) size = bsize;
+  if (l->count < 100) mia_message("leak: %p (%zu bytes)\n", block, size);
+  l->count++;
+  l->bytes += size;
+  return true;
+}
+
+void mia_show_leaks(void) {
+  mia_leaks_t l = {0, 0};
+  mi_heap_visit_blocks(mi_heap_main(), true, mia_leak_visit, &l);
+  mia_message("leaks: %zu blocks (%zu bytes) still allocated at exit%s\n", l.count, l.bytes,
+              l.count > 100 ? " (first 100 listed)" : "");
+}

@@ -1,0 +1,213 @@
+/* test-stats.c -- the statistics: a known allocation pattern must show up
+ * in mi_stats_get_json with the numbers it implies, reset keeps current
+ * values, the human report goes to the output function it is given.
+ *
+ * With the argument "json" it only prints mi_stats_get_json and exits
+ * (test-show-stats.sh feeds that to python3 -m json.tool).
+ */
+#define _GNU_SOURCE
+#include <mialloc.h>
+#include "../tap.h"
+#include "../json.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KiB ((size_t)1024)
+#define MiB ((size_t)1024 * 1024)
+#define SLICE (64 * KiB)   /* small pages are one 64 KiB slice */
+
+static char *stats_json(void) {
+  char *j = mi_stats_get_json(0, NULL);
+  if (j == NULL) {
+    tap_diag("mi_stats_get_json(0, NULL) returned NULL");
+    exit(1);
+  }
+  return j;
+}
+
+static double num(const char *json, const char *path) { return json_number(json, path, -1e18); }
+
+/* Pages of the bin whose block size is bsize ("bins" only lists bins that
+ * had a page; the answer is 0 for the others). */
+static double bin_pages(const char *json, size_t bsize, const char *field) {
+  for (int i = 0;; i++) {
+    char path[64];
+    snprintf(path, sizeof path, "bins.%d.block_size", i);
+    double b = num(json, path);
+    if (b < 0) return 0;
+    if ((size_t)b == bsize) {
+      snprintf(path, sizeof path, "bins.%d.%s", i, field);
+      return num(json, path);
+    }
+  }
+}
+
+static char captured[16384];
+static void *captured_arg;
+static void capture(const char *msg, void *arg) {
+  captured_arg = arg;
+  strncat(captured, msg, sizeof captured - strlen(captured) - 1);
+}
+
+/* A thread that leaves one block alive in a page of its own and exits. */
+static void *leave_block(void *arg) {
+  void **out = arg;
+  *out = malloc(5000);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "json") == 0) {
+    void *keep = malloc(100000);
+    char *j = stats_json();
+    printf("%s\n", j);
+    mi_free(j);
+    free(keep);
+    return 0;
+  }
+  tap_diag("allocation pattern: 1000 blocks of 3000 bytes, 3 huge blocks of 5 MiB");
+
+  /* ---- the allocated and the caller's-buffer forms ---- */
+  char small[16];
+  TAP_OK(mi_stats_get_json(sizeof small, small) == NULL, "a 16-byte buffer is too small: NULL");
+  static char big[65536];
+  TAP_OK(mi_stats_get_json(sizeof big, big) == big && json_valid(big),
+         "into a large buffer: returns it, valid JSON");
+  char *j0 = stats_json();
+  TAP_OK(json_valid(j0), "allocated form (buf NULL) is valid JSON (%zu bytes)", strlen(j0));
+  TAP_OK(strlen(j0) < sizeof big, "and fits the documented 64 KiB");
+  TAP_OK(num(j0, "mi_version") == mi_version(), "mi_version matches");
+
+  /* ---- a known pattern ---- */
+  const size_t n = 1000, size = 3000;
+  size_t bsize = mi_good_size(size);
+  size_t per_page = SLICE / bsize;
+  size_t pages_min = (n + per_page - 1) / per_page;
+  double bin_before = bin_pages(j0, bsize, "current");
+  void **blocks = calloc(n, sizeof *blocks);
+  for (size_t i = 0; i < n; i++) blocks[i] = malloc(size);
+  void *huge[3];
+  for (int i = 0; i < 3; i++) huge[i] = malloc(5 * MiB);
+  char *j1 = stats_json();
+
+  double bin_now = bin_pages(j1, bsize, "current");
+  TAP_OK(bin_now - bin_before >= (double)pages_min && bin_now - bin_before <= (double)pages_min + 1,
+         "bin of %zu-byte blocks gained %zu..%zu pages (got %.0f)", bsize, pages_min, pages_min + 1,
+         bin_now - bin_before);
+  TAP_OK(bin_pages(j1, bsize, "peak") >= bin_now, "its peak is at least its current count");
+  double dpages = num(j1, "pages.current") - num(j0, "pages.current");
+  TAP_OK(dpages >= (double)pages_min && dpages <= (double)pages_min + 3,
+         "pages.current grew by %zu..%zu (got %.0f)", pages_min, pages_min + 3, dpages);
+  TAP_OK(num(j1, "huge.count.current") - num(j0, "huge.count.current") == 3,
+         "huge.count.current grew by 3");
+  TAP_OK(num(j1, "huge.count.total") - num(j0, "huge.count.total") == 3, "huge.count.total grew by 3");
+  double dhuge = num(j1, "huge.bytes.current") - num(j0, "huge.bytes.current");
+  TAP_OK(dhuge >= 15.0 * MiB && dhuge <= 3 * 9.0 * MiB,
+         "huge.bytes.current grew by 15..27 MiB: 3 spans of whole 4 MiB segments (got %.1f MiB)",
+         dhuge / MiB);
+  double din_use = num(j1, "in_use.current") - num(j0, "in_use.current");
+  double expect_in_use = dhuge + dpages * SLICE;
+  TAP_OK(din_use >= expect_in_use && din_use <= expect_in_use + 8 * SLICE,
+         "in_use grew by the huge bytes plus the new pages (%.1f MiB, expected %.1f MiB)",
+         din_use / MiB, expect_in_use / MiB);
+  TAP_OK(num(j1, "committed.current") >= num(j1, "in_use.current"),
+         "committed (%.1f MiB) >= in use (%.1f MiB)", num(j1, "committed.current") / MiB,
+         num(j1, "in_use.current") / MiB);
+  TAP_OK(num(j1, "reserved.current") >= num(j1, "committed.current"), "reserved >= committed");
+  TAP_OK(num(j1, "segments.current") * 4.0 * MiB >= num(j1, "in_use.current"),
+         "claimed segments cover what is in use");
+  TAP_OK(num(j1, "arenas.current") >= 1, "at least one arena");
+  TAP_OK(num(j1, "threads.current") == 1, "one thread with a heap");
+  TAP_OK(num(j1, "process.commit") == num(j1, "committed.current"),
+         "process.commit is the committed statistic");
+  TAP_OK(num(j1, "process.rss") > 1.0 * MiB && num(j1, "process.peak_rss") > 1.0 * MiB,
+         "process rss and peak rss are plausible");
+  size_t elapsed = 0, rss = 0, commit = 0, peak_commit = 0, faults = 0;
+  mi_process_info(&elapsed, NULL, NULL, &rss, NULL, &commit, &peak_commit, &faults);
+  TAP_OK(rss > 0 && faults > 0 && commit > 15 * MiB && peak_commit >= commit,
+         "mi_process_info: rss %zu, faults %zu, commit %zu <= peak %zu", rss, faults, commit,
+         peak_commit);
+
+  /* ---- everything back ---- */
+  for (size_t i = 0; i < n; i++) free(blocks[i]);
+  for (int i = 0; i < 3; i++) free(huge[i]);
+  mi_collect(true);
+  char *j2 = stats_json();
+  TAP_OK(bin_pages(j2, bsize, "current") == 0, "after free + mi_collect(true) the bin has no page");
+  TAP_OK(bin_pages(j2, bsize, "peak") >= bin_now, "but its peak remains");
+  TAP_OK(num(j2, "huge.count.current") == num(j0, "huge.count.current"), "no huge block left");
+  TAP_OK(num(j2, "in_use.peak") >= num(j1, "in_use.current"), "in_use.peak kept the high mark");
+  TAP_OK(num(j2, "committed.current") <= num(j1, "committed.current") - 15.0 * MiB,
+         "committed came down by at least the huge bytes (%.1f -> %.1f MiB)",
+         num(j1, "committed.current") / MiB, num(j2, "committed.current") / MiB);
+  TAP_OK(num(j2, "purges.count") > num(j1, "purges.count") &&
+         num(j2, "purges.bytes") - num(j1, "purges.bytes") >= (double)pages_min * SLICE,
+         "mi_collect(true) purged at least the pages' bytes");
+  free(blocks);
+
+  /* ---- a thread that exits with a live block ---- */
+  void *left = NULL;
+  pthread_t t;
+  pthread_create(&t, NULL, leave_block, &left);
+  pthread_join(t, NULL);
+  char *j3 = stats_json();
+  TAP_OK(num(j3, "threads.total") - num(j2, "threads.total") == 1 &&
+         num(j3, "threads.current") == num(j2, "threads.current"),
+         "the thread was counted and is gone again");
+  TAP_OK(num(j3, "abandoned_segments") > num(j2, "abandoned_segments"),
+         "its segment with the live block was abandoned");
+  free(left);
+  mi_collect(true);
+  char *j4 = stats_json();
+  TAP_OK(num(j4, "reclaimed_segments") > num(j3, "reclaimed_segments"),
+         "mi_collect(true) reclaimed it");
+  TAP_OK(bin_pages(j4, mi_good_size(5000), "current") == 0,
+         "the reclaimed empty page is counted off (no page left in its bin)");
+
+  /* ---- reset ---- */
+  mi_stats_reset();
+  char *j5 = stats_json();
+  TAP_OK(num(j5, "pages.peak") == num(j5, "pages.current") &&
+         num(j5, "pages.total") == num(j5, "pages.current"),
+         "after mi_stats_reset pages peak and total equal current (%.0f)", num(j5, "pages.current"));
+  TAP_OK(num(j5, "in_use.peak") == num(j5, "in_use.current") &&
+         num(j5, "committed.peak") == num(j5, "committed.current"),
+         "in_use and committed peaks restart from current");
+  TAP_OK(num(j5, "huge.count.total") == num(j5, "huge.count.current"), "huge totals restart");
+  TAP_OK(num(j5, "purges.count") == 0 && num(j5, "reclaimed_segments") == 0 &&
+         num(j5, "errors") == 0, "event counters restart from 0");
+  TAP_OK(num(j5, "reserved.current") == num(j1, "reserved.current"), "current values are kept");
+  void *h = malloc(5 * MiB);
+  char *j6 = stats_json();
+  TAP_OK(num(j6, "huge.count.total") == num(j5, "huge.count.total") + 1 &&
+         num(j6, "huge.count.peak") == num(j5, "huge.count.current") + 1,
+         "counting goes on from the reset");
+  free(h);
+  char *j7 = stats_json();
+  TAP_OK(num(j7, "huge.count.current") == num(j5, "huge.count.current"),
+         "and current values stay exact after it");
+  mi_stats_merge();   /* documented as nothing to do: the counters are process-wide */
+  char *j8 = stats_json();
+  TAP_OK(num(j8, "pages.current") == num(j7, "pages.current") &&
+         num(j8, "in_use.current") == num(j7, "in_use.current"), "mi_stats_merge changes nothing");
+
+  /* ---- the human report ---- */
+  captured[0] = 0;
+  mi_stats_print_out(capture, &captured);
+  TAP_OK(strstr(captured, "statistics") != NULL && strstr(captured, "committed") != NULL &&
+         strstr(captured, "in use") != NULL && strstr(captured, "process: rss") != NULL,
+         "mi_stats_print_out writes the report to the given function");
+  TAP_OK(captured_arg == &captured, "with the given argument");
+  captured[0] = 0;
+  mi_register_output(capture, NULL);
+  mi_stats_print(NULL);
+  mi_register_output(NULL, NULL);
+  TAP_OK(strstr(captured, "pages per size class") != NULL, "mi_stats_print uses the registered output");
+
+  mi_free(j0); mi_free(j1); mi_free(j2); mi_free(j3); mi_free(j4);
+  mi_free(j5); mi_free(j6); mi_free(j7); mi_free(j8);
+  return tap_done();
+}
