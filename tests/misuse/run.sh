@@ -159,18 +159,24 @@ elif [ $detect = yes ]; then
   # use after free: debug finds any changed byte, secure the first word
   if [ $debug = yes ]; then
     for where in first middle; do
+      what="the first word"; [ $where = middle ] && what="a middle byte"
       run uaf-write -- $where
-      want_rc 0; intact; error_kind "$kind_uaf|$kind_freelist"
-      if ! grep -q 'mi_debug_check() is not in this library' "$out"; then
+      want_rc 0; intact
+      if grep -q 'mi_debug_check() is not in this library' "$out"; then
+        problem "mi_debug_check() is missing from the library"
+      else
         grep -q 'mi_debug_check() returned false' "$out" || problem "mi_debug_check() did not return false"
         error_naming "$(victim)" "$kind_uaf|$kind_freelist"
       fi
-      check "use after free, write to the $where word ($mode): detected, nothing corrupted"
-      run uaf-write MIALLOC_ABORT_ON_ERROR=1 -- $where
+      check "use after free, write to $what ($mode): mi_debug_check() reports it, nothing corrupted"
+      run uaf-write -- $where nocheck
+      want_rc 0; intact; error_kind "$kind_uaf|$kind_freelist"
+      check "use after free, write to $what ($mode): reported when the block is handed out again"
+      run uaf-write MIALLOC_ABORT_ON_ERROR=1 -- $where nocheck
       want_rc 134; error_kind "$kind_uaf|$kind_freelist"
-      check "use after free, write to the $where word ($mode): MIALLOC_ABORT_ON_ERROR=1 aborts"
+      check "use after free, write to $what ($mode): MIALLOC_ABORT_ON_ERROR=1 aborts"
     done
-    run uaf-write -- first --callback
+    run uaf-write -- first nocheck --callback
     grep -q '^misuse: error-callback ' "$out" || problem "the error callback was not called"
     check "use after free ($mode): the error callback is called"
   else
@@ -219,6 +225,9 @@ else
   [ "$cnt" = 1 ] || problem "expected one warning for three foreign frees, got $cnt"
   grep '^mialloc: warning:' "$err" | grep -qF "$(first_stack)" || problem "the warning does not name $(first_stack)"
   check "free of a stack address ($mode): one warning naming the first pointer, ignored, stack untouched"
+  run free-stack -- --callback
+  want_rc 0; intact; code EFAULT
+  check "free of a stack address ($mode): the error callback receives EFAULT"
 fi
 
 # --- guarded sampling: any build with it compiled in --------------------------
@@ -237,6 +246,7 @@ elif [ $guarded = yes ]; then
     check "guarded sampling, rate 1 ($mode): a $over-byte overflow traps at once (SIGSEGV) with a message"
   done
   for where in first middle; do
+    what="the first word"; [ $where = middle ] && what="a middle byte"
     # shellcheck disable=SC2086
     run uaf-write $G -- $where
     want_rc 139
@@ -244,7 +254,7 @@ elif [ $guarded = yes ]; then
     p=$(victim)
     grep -qF "mialloc: error: use after free of guarded block $p (64 bytes)" "$err" ||
       problem "no 'mialloc: error: use after free of guarded block $p (64 bytes)'"
-    check "guarded sampling, rate 1 ($mode): a write to the $where word of a freed block traps (SIGSEGV)"
+    check "guarded sampling, rate 1 ($mode): a write to $what of a freed block traps (SIGSEGV)"
   done
   guarded_count() { sed -n 's/^misuse: guarded \([0-9]*\) of.*/\1/p' "$out"; }
   run guarded-sample MIALLOC_GUARDED_SAMPLE_RATE=1 MIALLOC_GUARDED_MIN=16 MIALLOC_GUARDED_MAX=64KiB -- 64 200

@@ -1,5 +1,7 @@
-/* uaf-write.c first|middle -- write into a freed 64-byte block: its first
- * word (where the free-list link lives) or one byte in the middle.
+/* uaf-write.c first|middle [nocheck] -- write into a freed 64-byte block:
+ * its first word (where the free-list link lives) or one byte in the
+ * middle; then call mi_debug_check() (unless nocheck) and allocate enough
+ * blocks of the size to get the freed one handed out again.
  * debug: any changed byte is found when the block is handed out again or
  * by mi_debug_check().  secure: a changed first word is found when the
  * block is next handed out (EFAULT, corrupted free list); a changed middle
@@ -9,9 +11,11 @@
 
 int main(int argc, char **argv) {
   misuse_init(argc, argv);
-  int first = 1;
-  for (int i = 1; i < argc; i++)
+  int first = 1, check = 1;
+  for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "middle") == 0) first = 0;
+    if (strcmp(argv[i], "nocheck") == 0) check = 0;
+  }
   const size_t size = 64;
   misuse_neighbours(size, 48);
   misuse_sort_neighbours();
@@ -26,7 +30,9 @@ int main(int argc, char **argv) {
     w[size / 2 + 3] ^= 0x5a;
   }
   misuse_say("wrote into the freed block");
-  if (mi_debug_check != NULL) {
+  if (!check) {
+    misuse_say("mi_debug_check() not called");
+  } else if (mi_debug_check != NULL) {
     bool ok = mi_debug_check();
     misuse_say("mi_debug_check() returned %s", ok ? "true" : "false");
   } else {
