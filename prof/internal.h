@@ -101,6 +101,16 @@ long prof_maps_find(const prof_maps_t *m, uint64_t addr);
 /* hex GNU build id of the ELF file at path into out (>= 2*64+1 bytes) */
 bool prof_elf_build_id(const char *path, char *out, size_t outn);
 
+/* --- function names from the dynamic symbol tables (symbols.c) ----------- */
+/* For each of the n addresses, the name of the defined function symbol of
+ * a loaded object's .dynsym whose [value, value + size) contains it:
+ * name_off[i] is its offset in names (appended, NUL terminated), or 0 when
+ * no symbol contains the address (names[0] is then a NUL).  Reads the
+ * tables in memory under dl_iterate_phdr (see symbols.c for why that is
+ * safe inside malloc); allocates from names->heap.  false: out of memory
+ * (no names). */
+bool prof_symbolize(const uint64_t *addrs, size_t n, prof_buf_t *names, size_t *name_off);
+
 /* --- a snapshot: what the encoders write ---------------------------------- */
 typedef struct prof_sample_s {
   pid_t tid;

@@ -2,8 +2,10 @@
  * of the mapped files, for the profiles' mapping tables.
  *
  * Build ids are read from the files with pread (ELF header, program
- * headers, PT_NOTE segments), not with dl_iterate_phdr: this code may run
- * inside an allocation and must not take the dynamic loader's lock.
+ * headers, PT_NOTE segments): every executable file mapping needs one,
+ * also files the loader does not know (mapped by the program itself).
+ * This code may run inside an allocation and takes no lock.  (The function
+ * names of symbols.c come from the loaded objects, under dl_iterate_phdr.)
  */
 #include "internal.h"
 

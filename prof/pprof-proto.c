@@ -6,8 +6,13 @@
  * ValueType, Label) is first encoded into a scratch buffer, then appended
  * with its length.  Values are unsampled estimates (see profiler.c).
  * Locations are one per distinct address (a return address minus 1, so
- * that it lies inside the call instruction) and carry no function names:
- * pprof symbolises them from the binaries named by the mappings.
+ * that it lies inside the call instruction).  A location inside a function
+ * of a loaded object's dynamic symbol table gets a Line naming it (one
+ * Function per distinct name, no file, line 0; symbols.c); the others are
+ * address only.  No mapping is marked has_functions, so pprof still
+ * symbolises every location from the binary when it has a symbol table or
+ * debug information (its answers, with files and lines, replace ours), and
+ * keeps our names where the binary is stripped or missing.
  */
 #include "internal.h"
 
@@ -46,18 +51,44 @@ static void pb_bytes(prof_buf_t *b, unsigned field, const void *p, size_t n) {
 
 static void pb_message(prof_buf_t *b, unsigned field, const prof_buf_t *msg) { pb_bytes(b, field, msg->data, msg->len); }
 
-/* --- string table: linear search is enough for the few distinct strings
- * (types, units, file names, build ids) a heap profile has -------------- */
+/* --- string table: the strings in order, and an open-addressing index of
+ * them (function names make thousands of strings) ------------------------ */
 typedef struct strtab_s {
   const char **s;
   size_t n, cap;
+  size_t *slot; /* index + 1 of the string in this slot, 0: empty */
+  size_t slot_mask;
   mi_heap_t *heap;
   bool failed;
 } strtab_t;
 
+static uint64_t str_hash(const char *s) {
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+  return h;
+}
+
 static int64_t str_index(strtab_t *t, const char *s) {
-  for (size_t i = 0; i < t->n; i++)
-    if (strcmp(t->s[i], s) == 0) return (int64_t)i;
+  if (t->failed) return 0;
+  if (2 * (t->n + 1) > t->slot_mask + 1 || t->slot == NULL) { /* keep the load <= 1/2 */
+    size_t nslots = t->slot ? 2 * (t->slot_mask + 1) : 64;
+    size_t *slot = mi_heap_calloc(t->heap, nslots, sizeof *slot);
+    if (slot == NULL) {
+      t->failed = true;
+      return 0;
+    }
+    for (size_t i = 0; i < t->n; i++) {
+      size_t j = (size_t)str_hash(t->s[i]) & (nslots - 1);
+      while (slot[j] != 0) j = (j + 1) & (nslots - 1);
+      slot[j] = i + 1;
+    }
+    mi_free(t->slot);
+    t->slot = slot;
+    t->slot_mask = nslots - 1;
+  }
+  size_t j = (size_t)str_hash(s) & t->slot_mask;
+  for (; t->slot[j] != 0; j = (j + 1) & t->slot_mask)
+    if (strcmp(t->s[t->slot[j] - 1], s) == 0) return (int64_t)(t->slot[j] - 1);
   if (t->n == t->cap) {
     size_t cap = t->cap ? 2 * t->cap : 32;
     const char **p = mi_heap_realloc(t->heap, t->s, cap * sizeof *p);
@@ -69,6 +100,7 @@ static int64_t str_index(strtab_t *t, const char *s) {
     t->cap = cap;
   }
   t->s[t->n] = s;
+  t->slot[j] = t->n + 1;
   return (int64_t)t->n++;
 }
 
@@ -100,10 +132,14 @@ static uint64_t addr_id(addr_map_t *m, uint64_t a, bool *added) {
 static uint64_t fixed_to_count(uint64_t fp) { return (fp + (1u << (PROF_COUNT_SHIFT - 1))) >> PROF_COUNT_SHIFT; }
 
 /* Frames the readers should hide if the stack capture could not skip the
- * allocator itself (libmialloc linked statically). */
+ * allocator itself (libmialloc linked statically).  pprof matches it against
+ * whole function names and cuts every stack at the outermost match, so it
+ * names only allocation entry points: a broad "__libc_.*" would match
+ * __libc_start_main, the root of every stack, and leave only _start. */
 static const char drop_frames_re[] =
     "(malloc|calloc|realloc|reallocarray|free|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|"
-    "operator new.*|operator delete.*|mi_.*|mia_.*|prof_.*|__libc_.*)";
+    "operator new.*|operator delete.*|mi_.*|mia_.*|prof_.*|"
+    "__libc_(malloc|calloc|realloc|free|memalign|valloc|pvalloc))";
 
 bool prof_encode_proto(prof_buf_t *out, const prof_snapshot_t *s) {
   mi_heap_t *heap = out->heap;
@@ -195,6 +231,28 @@ bool prof_encode_proto(prof_buf_t *out, const prof_snapshot_t *s) {
     pb_message(out, 3, &msg);
   }
 
+  /* function names from the dynamic symbol tables, where an address lies
+   * inside a symbol; without them (out of memory) locations stay bare */
+  prof_buf_t names;
+  prof_buf_init(&names, heap);
+  size_t *name_off = ok ? mi_heap_calloc(heap, am.n + 1, sizeof *name_off) : NULL;
+  if (name_off != NULL && !prof_symbolize(order, am.n, &names, name_off)) {
+    mi_free(name_off);
+    name_off = NULL;
+  }
+  /* functions: one per distinct name, keyed by its string index (never 0:
+   * that is "") in a map sized for every location having its own name */
+  size_t fcap = 64;
+  while (fcap < 2 * am.n + 2) fcap <<= 1;
+  addr_map_t fm = {.mask = fcap - 1};
+  uint64_t *fn_str = NULL; /* string index by function id - 1 */
+  if (name_off != NULL) {
+    fm.keys = mi_heap_calloc(heap, fcap, sizeof *fm.keys);
+    fm.ids = mi_heap_calloc(heap, fcap, sizeof *fm.ids);
+    fn_str = mi_heap_calloc(heap, am.n + 1, sizeof *fn_str);
+    ok = ok && fm.keys != NULL && fm.ids != NULL && fn_str != NULL;
+  }
+
   /* locations */
   for (uint64_t id = 1; ok && id <= am.n; id++) {
     uint64_t a = order[id - 1];
@@ -203,7 +261,30 @@ bool prof_encode_proto(prof_buf_t *out, const prof_snapshot_t *s) {
     long mi = maps != NULL ? prof_maps_find(maps, a) : -1;
     if (mi >= 0) pb_uint(&msg, 2, (uint64_t)mi + 1);
     pb_uint(&msg, 3, a);
+    if (name_off != NULL && name_off[id - 1] != 0) {
+      int64_t si = str_index(&st, names.data + name_off[id - 1]);
+      if (si > 0) {
+        bool added;
+        uint64_t fid = addr_id(&fm, (uint64_t)si, &added);
+        if (added) fn_str[fid - 1] = (uint64_t)si;
+        prof_buf_t line; /* Line: function_id; line number unknown (0) */
+        prof_buf_init(&line, heap);
+        pb_uint(&line, 1, fid);
+        pb_message(&msg, 4, &line);
+        ok = ok && !line.failed;
+        prof_buf_free(&line);
+      }
+    }
     pb_message(out, 4, &msg);
+  }
+
+  /* functions: name and system name (dynamic symbols are not demangled) */
+  for (uint64_t fid = 1; ok && fid <= fm.n; fid++) {
+    msg.len = 0;
+    pb_uint(&msg, 1, fid);
+    pb_uint(&msg, 2, fn_str[fid - 1]);
+    pb_uint(&msg, 3, fn_str[fid - 1]);
+    pb_message(out, 5, &msg);
   }
 
   int64_t drop = str_index(&st, drop_frames_re);
@@ -228,6 +309,12 @@ bool prof_encode_proto(prof_buf_t *out, const prof_snapshot_t *s) {
   mi_free(order);
   mi_free(loc_ids);
   mi_free(st.s);
+  mi_free(st.slot);
+  mi_free(name_off);
+  mi_free(fm.keys);
+  mi_free(fm.ids);
+  mi_free(fn_str);
+  prof_buf_free(&names);
   prof_buf_free(&msg);
   return ok;
 }

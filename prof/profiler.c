@@ -20,9 +20,11 @@
  *    the writer (gather, encode, gzip, write) allocates only from the
  *    profiler's private heap, which the core excludes from sampling and
  *    which on_alloc is allowed to use, uses raw system calls (no stdio, no
- *    qsort, no dl_iterate_phdr) and takes only its own writer lock, with a
+ *    qsort, no dladdr) and takes only its own writer lock, with a
  *    try-lock: a trigger that finds another snapshot in progress is folded
- *    into it.  The thread-local guard keeps anything it might allocate from
+ *    into it -- and, once per snapshot, the loader's dl_load_write_lock
+ *    through dl_iterate_phdr to read the dynamic symbol tables, which is
+ *    safe inside malloc (symbols.c says why).  The thread-local guard keeps anything it might allocate from
  *    being sampled.  The cost (one profile write every ALLOC_INTERVAL
  *    bytes) lands on one allocation, and the snapshot is taken exactly
  *    when the threshold is crossed.

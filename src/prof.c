@@ -83,6 +83,7 @@ static bool mia_streams_counting(mia_theap_t *theap, const mia_page_t *page) {
 static uint64_t mia_prof_next_random(mia_theap_t *theap) {
   if (theap->random == 0) {
     uint64_t seed = mia_prof_of(theap)->profiler.seed;
+    if (seed == 0) seed = (uint64_t)mia_option_get_fast(mi_option_guarded_sample_seed);
     /* a fixed seed must give the same draws run after run: mix in the
      * order in which theaps first draw, not their (randomised) address */
     static _Atomic(uint64_t) mia_stream_counter;

@@ -8,13 +8,16 @@ sh tools/deps.sh
 ./configure -q
 make -j"$(nproc)" >/dev/null
 lib=$(pwd)/src/.libs/libmialloc.so.1
+prof=$(pwd)/prof/.libs/libmialloc-prof.so.1
+out=$(mktemp -d /tmp/mialloc-main-job.XXXXXX)
 echo "== configure chose:"
 grep -E 'MIALLOC_TLS_MODEL_NAME|MIALLOC_HAVE_CPUID' config.h | sed 's/^/   /'
 echo "== running a real program under mialloc: python3 building and sorting 300000 records"
+echo "   (with the heap profiler: LD_PRELOAD=\"libmialloc.so.1 libmialloc-prof.so.1\" MIALLOC_PROFILE=$out/python3)"
 # the system python3, not a version-manager shim: the program itself
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
-LD_PRELOAD=$lib MIALLOC_VERBOSE=1 MIALLOC_SHOW_STATS=1 "$py" - <<'PYEOF'
+LD_PRELOAD="$lib $prof" MIALLOC_PROFILE="$out/python3" MIALLOC_VERBOSE=1 MIALLOC_SHOW_STATS=1 "$py" - <<'PYEOF'
 import json, random
 random.seed(7)
 rows = [{"id": i, "name": "user%06d" % i, "score": random.random(), "tags": ["t%d" % (i % 13)] * (i % 5)}
@@ -27,3 +30,9 @@ for r in rows:
         counts[t] = counts.get(t, 0) + 1
 print("records:", len(rows), "json bytes:", len(text), "distinct tags:", len(counts))
 PYEOF
+echo "== heap profile written at exit:"
+ls -l "$out"/python3.*.pb.gz | sed 's/^/   /'
+profile=$(ls -t "$out"/python3.*.pb.gz | head -1)
+echo "== go tool pprof -top (in-use space; the python3 allocation sites):"
+export GOCACHE="${GOCACHE:-$out/gocache}" HOME="${HOME:-$out}"
+go tool pprof -top -nodecount=15 -sample_index=inuse_space "$py" "$profile" 2>&1 | sed 's/^/   /'
