@@ -37,6 +37,9 @@ static void *mia_malloc_aligned_sampling(mia_theap_t *theap, size_t size, size_t
 }
 
 void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size_t offset, bool zero) {
+  /* tools builds zero after declaring the block (see fastpath.h) */
+  bool zero_after = MIA_ANNOTATED && zero;
+  if (zero_after) zero = false;
 #if MIALLOC_PADDING
   /* room for the padding record after the program's bytes */
   if (mia_unlikely(size > MIA_MAX_ALLOC_SIZE)) {
@@ -45,10 +48,14 @@ void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size
   }
   void *p = mia_malloc_aligned_sampling(theap, mia_padded_request(size), alignment, offset, zero);
   if (p != NULL && !mia_page_of(p)->is_guarded) mia_padding_set(p, size);
-  return p;
 #else
-  return mia_malloc_aligned_sampling(theap, size, alignment, offset, zero);
+  void *p = mia_malloc_aligned_sampling(theap, size, alignment, offset, zero);
 #endif
+  if (MIA_ANNOTATED && p != NULL) {
+    mia_annot_alloc(p, size, zero);
+    if (zero_after) memset(p, 0, size);
+  }
+  return p;
 }
 
 static void *mia_malloc_aligned_impl(mia_theap_t *theap, size_t size, size_t alignment, size_t offset,
@@ -141,10 +148,12 @@ void *mia_realloc_aligned(mia_theap_t *theap, void *p, size_t newsize, size_t al
     return NULL;
   }
   size_t size = mia_usable_size(p);
-  if (newsize <= size && newsize >= size / 2 && (((uintptr_t)p + offset) & (alignment - 1)) == 0)
+  if (newsize <= size && newsize >= size / 2 && (((uintptr_t)p + offset) & (alignment - 1)) == 0 &&
+      !mia_annotated())
     return p;
   void *newp = mia_malloc_aligned(theap, newsize, alignment, offset, zero);
   if (newp == NULL) return NULL;
+  mia_annot_readable(p, size < newsize ? size : newsize);
   mia_memcpy(newp, p, size < newsize ? size : newsize);
   mi_free(p);
   return newp;

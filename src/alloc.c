@@ -67,8 +67,8 @@ void *mia_realloc_zero(mia_theap_t *theap, void *p, size_t newsize, bool zero) {
     return NULL;
   }
   size_t size = mia_usable_size(p);
-  if (newsize <= size && newsize >= size / 2) return p;
-  if (page->is_huge && newsize > MIA_LARGE_MAX && !mia_padded()) {
+  if (newsize <= size && newsize >= size / 2 && !mia_annotated()) return p;
+  if (page->is_huge && newsize > MIA_LARGE_MAX && !mia_padded() && !mia_annotated()) {
     /* a huge span shrinks in place, and grows over free segments after it */
     if (newsize <= size) {
       mia_huge_page_shrink(page, newsize + (size_t)((uint8_t *)p - page->start));
@@ -81,6 +81,7 @@ void *mia_realloc_zero(mia_theap_t *theap, void *p, size_t newsize, bool zero) {
   }
   void *newp = mia_theap_malloc(theap, newsize, zero);
   if (mia_unlikely(newp == NULL)) return NULL;
+  mia_annot_readable(p, size < newsize ? size : newsize);
   mia_memcpy(newp, p, size < newsize ? size : newsize);
   mi_free(p);
   return newp;

@@ -33,7 +33,20 @@ static inline void *mia_theap_malloc_raw(mia_theap_t *theap, size_t size, bool z
 /* Secure and debug builds put a checked padding record after every block
  * (check.c); release builds go straight to the fast path. */
 static inline void *mia_theap_malloc(mia_theap_t *theap, size_t size, bool zero) {
+#if MIA_ANNOTATED
+  /* tools builds: the block is declared first, then zeroed (it may still
+   * be marked freed until it is declared) */
 #if MIALLOC_PADDING
+  void *p = mia_theap_malloc_checked(theap, size, false);
+#else
+  void *p = mia_theap_malloc_raw(theap, size, false);
+#endif
+  if (p != NULL) {
+    mia_annot_alloc(p, size, false);
+    if (zero) memset(p, 0, size);
+  }
+  return p;
+#elif MIALLOC_PADDING
   return mia_theap_malloc_checked(theap, size, zero);
 #else
   return mia_theap_malloc_raw(theap, size, zero);
@@ -96,6 +109,9 @@ static inline void mia_free_secure(void *p) {
 #endif
 
 static inline void mia_free_inline(void *p) {
+#if MIA_ANNOTATED
+  mia_annot_free(p);
+#endif
 #if MIALLOC_PADDING
   mia_free_checked(p);
 #elif MIALLOC_SECURE

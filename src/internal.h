@@ -282,6 +282,29 @@ size_t mia_padding_usable(const mia_page_t *page, const void *p);
 void mia_check_fresh_blocks(mia_page_t *page, uint8_t *first, size_t n);
 void mia_show_leaks(void);
 
+/* ---- Valgrind and AddressSanitizer annotations (annotate.c) ---- */
+#if MIALLOC_VALGRIND || MIALLOC_ASAN
+#define MIA_ANNOTATED 1
+void mia_annot_alloc(void *p, size_t size, bool zero) mia_noinline;
+void mia_annot_free(void *p) mia_noinline;
+void mia_annot_readable(void *p, size_t n) mia_noinline;
+void mia_annot_fresh(void *p, size_t n) mia_noinline;
+bool mia_annot_destroyed_block(mia_page_t *page, void *block, void *arg);
+#else
+#define MIA_ANNOTATED 0
+static inline void mia_annot_alloc(void *p, size_t size, bool zero) { (void)p; (void)size; (void)zero; }
+static inline void mia_annot_free(void *p) { (void)p; }
+static inline void mia_annot_readable(void *p, size_t n) { (void)p; (void)n; }
+static inline void mia_annot_fresh(void *p, size_t n) { (void)p; (void)n; }
+static inline bool mia_annot_destroyed_block(mia_page_t *page, void *block, void *arg) {
+  (void)page; (void)block; (void)arg;
+  return true;
+}
+#endif
+
+/* Can a block be resized in place?  Not when tools track its exact size. */
+static inline bool mia_annotated(void) { return MIA_ANNOTATED; }
+
 /* Secure and debug builds report every misuse as an error. */
 static inline bool mia_checked_build(void) {
 #if MIALLOC_SECURE || MIALLOC_DEBUG

@@ -316,6 +316,7 @@ void mia_huge_page_free(mia_page_t *page) {
 void mia_huge_destroy(mia_segment_t *seg) {
   mia_page_t *page = &seg->pages[1];
   if (page->flags & MIA_PAGE_HAS_SAMPLED) mia_prof_page_destroyed(page);
+  if (mia_annotated()) mia_annot_destroyed_block(page, page->start, NULL);
   mia_huge_release(page);
 }
 
@@ -435,6 +436,7 @@ void mia_segment_destroy(mia_segment_t *seg) {
   mia_page_t *page;
   while ((page = mia_segment_next_page(seg, &idx)) != NULL) {
     if (page->flags & MIA_PAGE_HAS_SAMPLED) mia_prof_page_destroyed(page);
+    if (mia_annotated()) mia_page_visit_live(page, mia_annot_destroyed_block, NULL);
     mia_pagemap_set(page->start, page->slice_count, NULL);
     atomic_store_explicit(&page->theap, NULL, memory_order_relaxed);
     page->free_key = 0;

@@ -42,7 +42,7 @@ if [ $rc = 0 ] && ! grep -qE 'Invalid|uninitiali|definitely lost' "$tmp/vg"; the
 else notok "a clean program using the mi_ API: no memcheck errors, no leak" "exit status $rc"; fi
 
 vg tests/tools/vg-leak
-if [ $rc = 99 ] && grep -qE 'definitely lost: 100 bytes in 1 blocks' "$tmp/vg"; then
+if [ $rc = 99 ] && grep -qE '100 bytes in 1 blocks are definitely lost' "$tmp/vg"; then
   ok "a seeded leak of one mi_malloc(100) block: definitely lost: 100 bytes in 1 blocks"
 else notok "a seeded leak of one mi_malloc(100) block: definitely lost: 100 bytes in 1 blocks" "exit status $rc (want 99)"; fi
 if grep -A8 'definitely lost in loss record' "$tmp/vg" | grep -q 'mi_malloc'; then
