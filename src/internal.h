@@ -129,7 +129,7 @@ static inline uintptr_t mia_link_decode(const mia_page_t *page, uintptr_t x) {
 
 /* Could this link word be one of ours (a link into the page, or the end)? */
 static inline bool mia_link_plausible(const mia_page_t *page, uintptr_t x) {
-  return x == 0 || (x - (uintptr_t)page->start < (uintptr_t)page->reserved * page->block_size && (x & 15) == 0);
+  return x == 0 || (x - (uintptr_t)page->start < (uintptr_t)page->reserved * page->block_size && (x & (MIA_WORD_SIZE - 1)) == 0);
 }
 
 static inline mia_block_t *mia_block_next(const mia_page_t *page, const mia_block_t *b) {

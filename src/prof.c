@@ -68,7 +68,8 @@ static bool mia_prof_active(mia_theap_t *theap) { return mia_prof_counting(theap
 static bool mia_guard_counting(mia_theap_t *theap) {
   if (!__atomic_load_n(&mia_guarded_enabled, __ATOMIC_RELAXED)) return false;
   if (theap == NULL || theap == &mia_theap_empty) return false;
-  return theap->tld->heap != NULL && theap->tld->heap->is_main;
+  /* the slots belong to the main sub-process: others keep to their memory */
+  return theap->tld->heap == &mia_subproc_main.heap_main;
 }
 
 static bool mia_guard_counting_page(mia_theap_t *theap, const mia_page_t *page) {

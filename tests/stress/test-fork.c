@@ -19,7 +19,7 @@ static void *churn(void *arg) {
     void *p[16];
     for (int i = 0; i < 16; i++) {
       p[i] = malloc(big ? (5u << 20) + (size_t)i * 4096 : 16 + (size_t)i * 100);
-      if (p[i]) memset(p[i], i, 64);
+      if (p[i]) memset(p[i], i, big ? 64 : 16);   /* within every block asked for */
     }
     for (int i = 0; i < 16; i++) free(p[i]);
   }
