@@ -43,7 +43,7 @@ void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size
 #if MIALLOC_PADDING
   /* room for the padding record after the program's bytes */
   if (mia_unlikely(size > MIA_MAX_ALLOC_SIZE)) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(EOVERFLOW, 1, size, alignment);
     return NULL;
   }
   void *p = mia_malloc_aligned_sampling(theap, mia_padded_request(size), alignment, offset, zero);

@@ -194,6 +194,9 @@ void mia_free_checked(void *p) {
   uint8_t *block;
   if (!mia_check_free_ptr(page, p, &block)) return;
   mia_padding_t *pad = mia_padding_of(page, block);
+  /* the profiler's header goes with the fill below: report it first (the
+   * cookie is cleared, so the ordinary free does not report it again) */
+  if (page->flags & MIA_PAGE_HAS_SAMPLED) mia_prof_free(page, p);
 #if MIALLOC_DEBUG
   if (!page->is_huge)
     memset(block + sizeof(mia_block_t), MIA_FREED_FILL, (size_t)((uint8_t *)pad - block) - sizeof(mia_block_t));
@@ -228,7 +231,7 @@ static void mia_check_reused(mia_page_t *page, uint8_t *block) {
  * they were left; huge ones keep the zeroed-by-the-OS shortcut. */
 void *mia_theap_malloc_checked(mia_theap_t *theap, size_t size, bool zero) {
   if (mia_unlikely(size > MIA_MAX_ALLOC_SIZE)) {
-    errno = ENOMEM;
+    errno = mia_alloc_error(EOVERFLOW, 1, size, 0);
     return NULL;
   }
   size_t req = mia_padded_request(size);
@@ -329,13 +332,16 @@ static bool mia_check_page(mia_page_t *page, void *arg) {
   return true;
 }
 
+static _Atomic(size_t) mia_corruptions;
+
 bool mia_debug_check_theap(mia_theap_t *theap) {
   mia_walk_t w = {0};
+  size_t before = atomic_load(&mia_corruptions);
   bool stop = false;
   for (int l = 0; l < 2; l++)
     for (mia_segment_t *s = l ? theap->tld->segments_full : theap->tld->segments; s != NULL; s = s->next)
       mia_segment_visit_pages(s, mia_check_page, &w, &stop);
-  return w.bad == 0;
+  return w.bad == 0 && atomic_load(&mia_corruptions) == before;
 }
 
 #endif
@@ -398,9 +404,9 @@ void mia_free_secure_slow(mia_page_t *page, void *p) {
 
 #endif
 
+#if !MIALLOC_PADDING
 static _Atomic(size_t) mia_corruptions;
 
-#if !MIALLOC_PADDING
 
 /* Without padding records only the free lists can be checked: secure
  * builds validate every link on the way (mia_block_next reports a bad

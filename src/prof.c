@@ -147,6 +147,9 @@ void mia_prof_account(mia_page_t *page) {
 static void *mia_prof_sample(mia_theap_t *theap, size_t size, bool zero, size_t sample_size,
                              int64_t *next) {
   mia_prof_t *prof = mia_prof_of(theap);
+  /* debug builds asked for room for a padding record: the program's size
+   * is what the profiler hears of (the nested allocation adds it again) */
+  if (mia_padded()) size = size > MIA_PADDING_SIZE + sizeof(void *) ? size - MIA_PADDING_SIZE : sizeof(void *);
   size_t hsize = prof->header_size;
   *next = -1;
   if (size > MIA_MAX_ALLOC_SIZE - hsize) {
