@@ -260,7 +260,8 @@ static inline bool mia_sampling_on(void) {
 }
 bool mia_prof_malloc(mia_theap_t *theap, size_t size, bool zero, void **out) mia_noinline;
 void *mia_prof_page_due(mia_theap_t *theap, mia_page_t *page, size_t size, bool zero) mia_noinline;
-void mia_prof_account(mia_page_t *page) mia_noinline;
+#define MIA_LEN_UNKNOWN SIZE_MAX
+void mia_prof_account(mia_page_t *page, size_t len) mia_noinline;
 bool mia_prof_free(mia_page_t *page, void *p) mia_noinline;
 void mia_prof_page_destroyed(mia_page_t *page);
 void *mia_prof_user_pointer(mia_page_t *page, void *block);

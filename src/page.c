@@ -13,6 +13,24 @@
 #define MIA_EXTEND_BYTES (16 * 1024)
 
 #if MIALLOC_SECURE
+/* Per-page keys from the process secret, the page's address and a counter,
+ * mixed (splitmix64): unpredictable without the secret, and no system call
+ * for every page. */
+static uint64_t mia_mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static void mia_page_new_keys(mia_page_t *page) {
+  static _Atomic(uint64_t) counter;
+  uint64_t c = atomic_fetch_add_explicit(&counter, 1, memory_order_relaxed);
+  uint64_t seed = mia_process_secret ^ ((uint64_t)(uintptr_t)page * 0x2545f4914f6cdd1dull);
+  page->keys[0] = mia_mix64(seed ^ (c << 1)) | 1;
+  page->keys[1] = mia_mix64(seed ^ ((c << 1) | 1));
+}
+
 static size_t mia_gcd(size_t a, size_t b) {
   while (b != 0) { size_t t = a % b; a = b; b = t; }
   return a;
@@ -41,8 +59,7 @@ void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zer
   page->sample_left = -1;
   page->guard_left = -1;
 #if MIALLOC_SECURE
-  mia_prim_random_buf(page->keys, sizeof page->keys);
-  page->keys[0] |= 1;
+  mia_page_new_keys(page);
   unsigned shift = (unsigned)__builtin_ctzl(block_size);
   uint64_t odd = block_size >> shift;
   uint64_t inv = odd;                      /* Newton: each step doubles the correct bits */
@@ -97,7 +114,7 @@ bool mia_page_extend(mia_page_t *page) {
   page->free_is_zero = page->is_zero_init && page->local_free == NULL && !MIALLOC_DEBUG_FILL;
   page->capacity += (uint32_t)n;
   if (mia_padded()) mia_check_fresh_blocks(page, first, n);
-  if (mia_unlikely(mia_sampling_on())) mia_prof_account(page);
+  if (mia_unlikely(mia_sampling_on())) mia_prof_account(page, n);
   return true;
 }
 
@@ -131,7 +148,8 @@ void mia_page_collect(mia_page_t *page) {
     page->free = page->local_free;
     page->local_free = NULL;
     page->free_is_zero = false;
-    if (mia_unlikely(mia_sampling_on())) mia_prof_account(page);
+    /* every block not handed out is on this list now */
+    if (mia_unlikely(mia_sampling_on())) mia_prof_account(page, page->capacity - page->used);
   }
 }
 

@@ -115,9 +115,13 @@ static int64_t mia_prof_next_interval(mia_theap_t *theap, size_t asked) {
   return mia_prof_draw(theap);
 }
 
-/* Cut the page's fresh free list after the blocks its countdowns cover:
- * the profiler's (bytes) and guarded sampling's (blocks). */
-void mia_prof_account(mia_page_t *page) {
+/* Cut the page's fresh free list (len blocks; MIA_LEN_UNKNOWN: count
+ * them) after the blocks its countdowns cover: the profiler's (bytes) and
+ * guarded sampling's (blocks).  When no sample falls inside the list, the
+ * countdowns just go down by its length: the list is only walked up to the
+ * cut, and most refills have none (a 64 KiB page is an eighth of the
+ * default sampling interval). */
+void mia_prof_account(mia_page_t *page, size_t len) {
   if (page->sample_rest != NULL || page->free == NULL) return;
   mia_theap_t *theap = atomic_load_explicit(&page->theap, memory_order_relaxed);
   bool prof = mia_prof_counting(theap);
@@ -128,15 +132,23 @@ void mia_prof_account(mia_page_t *page) {
   int64_t bsize = (int64_t)page->block_size;
   int64_t left = prof ? page->sample_left : INT64_MAX;
   int64_t gleft = guard ? page->guard_left : INT64_MAX;
+  /* blocks before the first sample point */
+  int64_t k = left / bsize;
+  if (gleft < k) k = gleft;
+  if (len != MIA_LEN_UNKNOWN && (uint64_t)k >= len) {
+    if (prof) page->sample_left = left - (int64_t)len * bsize;
+    if (guard) page->guard_left = (int32_t)(gleft - (int64_t)len);
+    return;
+  }
   mia_block_t *prev = NULL, *b = page->free;
-  while (b != NULL && left >= bsize && gleft > 0) {
-    if (prof) left -= bsize;
-    gleft--;
+  int64_t walked = 0;
+  while (b != NULL && walked < k) {
+    walked++;
     prev = b;
     b = mia_block_next(page, b);
   }
-  if (prof) page->sample_left = left;
-  if (guard) page->guard_left = (int32_t)gleft;
+  if (prof) page->sample_left = left - walked * bsize;
+  if (guard) page->guard_left = (int32_t)(gleft - walked);
   if (b == NULL) return;
   page->sample_rest = b;
   if (prev != NULL) mia_block_set_next(page, prev, NULL);
@@ -208,7 +220,7 @@ void *mia_prof_page_due(mia_theap_t *theap, mia_page_t *page, size_t size, bool 
     if (mia_guarded_size_eligible(size)) {
       void *p = mia_guarded_alloc(theap, size, zero);
       if (p != NULL) {
-        mia_prof_account(page);
+        mia_prof_account(page, MIA_LEN_UNKNOWN);
         return p;
       }
     }
@@ -217,13 +229,13 @@ void *mia_prof_page_due(mia_theap_t *theap, mia_page_t *page, size_t size, bool 
     int64_t next;
     void *p = mia_prof_sample(theap, size, zero, page->block_size, &next);
     page->sample_left = next;
-    mia_prof_account(page);
+    mia_prof_account(page, MIA_LEN_UNKNOWN);
     return p;
   }
   /* nothing due for this allocation after all (a guarded sample that did
    * not fit): a plain block, and the streams go on */
   void *block = mia_page_pop(page, zero);
-  mia_prof_account(page);
+  mia_prof_account(page, MIA_LEN_UNKNOWN);
   return block;
 }
 

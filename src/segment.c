@@ -57,7 +57,6 @@ static void mia_segment_header_init(mia_segment_t *seg, mia_subproc_t *sp, size_
   seg->size = size;
   seg->used_mask = 1;
   seg->dirty_mask = is_zero ? 1 : MIA_ALL_SLICES;
-  mia_segment_guard(seg, true);
 }
 
 /* A segment with room for count slices: an abandoned one if another thread
@@ -75,6 +74,9 @@ static mia_segment_t *mia_segment_new(mia_tld_t *tld, size_t count) {
   seg = mia_arena_alloc_segments(tld->subproc, tld->heap->arena, 1, &is_zero);
   if (seg == NULL) return NULL;
   mia_segment_header_init(seg, tld->subproc, MIA_SEGMENT_SIZE, is_zero);
+  /* thread segments live long; huge spans come and go too often for two
+   * mprotect calls each (their metadata slice holds only their header) */
+  mia_segment_guard(seg, true);
   mia_stat_commit(__builtin_popcountll(seg->dirty_mask) * (int64_t)MIA_SLICE_SIZE);
   seg->tld = tld;
   seg->heap = tld->heap;
@@ -327,7 +329,6 @@ void mia_huge_release(mia_page_t *page) {
   mia_stat_huge(-(int64_t)seg->size, -1);
   page->free_key = 0;
   page->block_size = 0;
-  mia_segment_guard(seg, false);
   mia_arena_free_segments(seg->subproc, seg, count);
 }
 
