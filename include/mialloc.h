@@ -133,6 +133,11 @@ mi_decl_export void mi_stats_reset(void);
 mi_decl_export void mi_stats_merge(void);
 mi_decl_export void mi_stats_print(void *out);  /* out is ignored; prints to the output */
 mi_decl_export void mi_stats_print_out(mi_output_fun *out, void *arg);
+/* The counters are process-wide: the same report as mi_stats_print_out. */
+mi_decl_export void mi_thread_stats_print_out(mi_output_fun *out, void *arg);
+/* Print the arenas of the calling thread's sub-process (size, segments in
+ * use, dirty); the flags are accepted for compatibility. */
+mi_decl_export void mi_debug_show_arenas(bool show_inuse, bool show_abandoned, bool show_purge);
 /* JSON form of the statistics into buf (size bytes); returns buf, or NULL if
  * it is too small.  With buf NULL the text is allocated with mi_malloc (free
  * it with mi_free); NULL when out of memory. */

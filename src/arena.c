@@ -336,3 +336,25 @@ size_t mia_arena_reserved_total(void) {
   for (mia_arena_t *a = mia_subproc_main.arenas; a != NULL; a = a->next) total += a->size;
   return total;
 }
+
+mia_export void mi_debug_show_arenas(bool show_inuse, bool show_abandoned, bool show_purge) {
+  (void)show_inuse;
+  (void)show_abandoned;
+  (void)show_purge;
+  mia_subproc_t *sp = mia_current_subproc();
+  mia_lock(&sp->lock);
+  size_t n = 0;
+  for (mia_arena_t *a = sp->arenas; a != NULL; a = a->next) {
+    size_t used = 0, dirty = 0;
+    for (size_t i = 0; i < a->segment_count; i++) {
+      used += bit_get(a->used_map, i);
+      dirty += bit_get(a->dirty_map, i);
+    }
+    mia_message("arena %d: %zu MiB at %p, %zu of %zu segments in use, %zu free but dirty%s%s%s\n", a->id,
+                a->size >> 20, (void *)a->base, used, a->segment_count, dirty, a->exclusive ? ", exclusive" : "",
+                a->pinned ? ", pinned" : "", a->caller_owned ? ", caller's memory" : "");
+    n++;
+  }
+  mia_unlock(&sp->lock);
+  if (n == 0) mia_message("no arenas yet\n");
+}

@@ -328,3 +328,5 @@ mia_export char *mi_stats_get_json(size_t size, char *buf) {
   mia_stats_json(&j, &s, &p);
   return out;
 }
+
+mia_export void mi_thread_stats_print_out(mi_output_fun *out, void *arg) { mi_stats_print_out(out, arg); }
