@@ -380,7 +380,8 @@ void mia_free_secure_slow(mia_page_t *page, void *p) {
     mia_free_generic(page, p);
     return;
   }
-  bool offsets = (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) != 0;
+  /* huge blocks of aligned allocations start past the span's start */
+  bool offsets = (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) != 0 || page->is_huge;
   uint8_t *block = mia_page_block_start(page, p);
   if (!page->is_huge) {
     size_t index = (size_t)(block - page->start) / page->block_size;
