@@ -202,7 +202,8 @@ void mia_free_checked(void *p) {
     memset(block + sizeof(mia_block_t), MIA_FREED_FILL, (size_t)((uint8_t *)pad - block) - sizeof(mia_block_t));
 #endif
   pad->canary = mia_canary_freed(pad);
-  mia_free_raw(page, p);
+  /* the block start: the profiler may have cleared the flag that finds it */
+  mia_free_raw(page, page->is_huge ? p : block);
 }
 
 /* A block about to be handed out (debug): was it written after its free? */

@@ -33,15 +33,16 @@ void mia_free_generic(mia_page_t *page, void *p) {
     mia_guarded_free(page, p);
     return;
   }
-  /* a sampled block: the profiler hears of it, whichever thread frees it */
+  mia_block_t *block = (mia_block_t *)p;
+  if (!page->is_huge && (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)))
+    block = (mia_block_t *)mia_page_block_start(page, p);
+  /* a sampled block: the profiler hears of it, whichever thread frees it
+   * (after the block start is known: this may clear the page's flag) */
   if (mia_unlikely(page->flags & MIA_PAGE_HAS_SAMPLED)) mia_prof_free(page, p);
   if (page->is_huge) {
     mia_huge_page_free(page);
     return;
   }
-  mia_block_t *block = (mia_block_t *)p;
-  if (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED))
-    block = (mia_block_t *)mia_page_block_start(page, p);
   uintptr_t owner = page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
   if (owner != 0 && owner == mia_prim_thread_id()) {
     mia_block_set_next(page, block, page->local_free);

@@ -58,6 +58,7 @@ void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zer
   page->sample_rest = NULL;
   page->sample_left = -1;
   page->guard_left = -1;
+  atomic_store_explicit(&page->sampled_live, 0, memory_order_relaxed);
 #if MIALLOC_SECURE
   mia_page_new_keys(page);
   unsigned shift = (unsigned)__builtin_ctzl(block_size);

@@ -183,6 +183,7 @@ static void *mia_prof_sample(mia_theap_t *theap, size_t size, bool zero, size_t 
       mia_page_set_flag(page, MIA_PAGE_HAS_SAMPLED, true);
     }
   }
+  if (!page->is_huge) atomic_fetch_add_explicit(&page->sampled_live, 1, memory_order_relaxed);
   uint8_t *p = block + hsize;
   mia_sample_hdr_t *hdr = (mia_sample_hdr_t *)block;
   hdr->size = size;
@@ -264,6 +265,12 @@ bool mia_prof_free(mia_page_t *page, void *p) {
   /* cleared first: a block reused for an aligned allocation must never
    * look sampled */
   __atomic_store_n(&hdr->cookie, 0, __ATOMIC_RELAXED);
+  /* the page's last sampled block: its frees can take the fast path again
+   * (only the owner may change the flags; callers found the block start
+   * before calling us) */
+  if (!page->is_huge && atomic_fetch_sub_explicit(&page->sampled_live, 1, memory_order_acq_rel) == 1 &&
+      (page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK) == mia_prim_thread_id())
+    mia_page_set_flag(page, MIA_PAGE_HAS_SAMPLED, false);
   mia_prof_t *prof = &mia_segment_of_page(page)->subproc->prof;
   if (__atomic_load_n(&prof->attached, __ATOMIC_ACQUIRE) && prof->profiler.on_free != NULL) {
     /* the callback may allocate: keep it out of sampling in this thread */

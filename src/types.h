@@ -93,6 +93,7 @@ typedef struct mia_page_s {
   mia_block_t *sample_rest;
   int64_t sample_left;           /* bytes before the sample; <0: not armed */
   int32_t guard_left;            /* blocks before a guarded sample; <0: not armed */
+  _Atomic(uint32_t) sampled_live;  /* profiler-sampled blocks alive in the page */
 #if MIALLOC_SECURE
   uintptr_t keys[2];             /* free-list encoding keys */
   /* p - start is a multiple of block_size = odd << shift exactly when its
