@@ -52,11 +52,15 @@ static uint8_t *slot_addr(uint32_t g) {
   return (uint8_t *)gs->seg + MIA_SLICE_SIZE + (size_t)(g % MIA_GUARD_SLOTS) * MIA_GUARD_SLOT;
 }
 
-static uint8_t *slot_user(uint8_t *slot, size_t size) {
-  size_t rounded = (size + 15) & ~(size_t)15;
-  if (rounded == 0) rounded = 16;
-  return slot + MIA_GUARD_PAGE - rounded;
+/* The block ends at the guard page and is as large as the size class of
+ * its request, so its usable size is what mi_good_size promises (the
+ * bytes past the request are checked at free instead). */
+static size_t slot_room(size_t size) {
+  size_t room = mia_bin_size[mia_bin_of(size == 0 ? 1 : size)];
+  return room > MIA_GUARD_PAGE ? MIA_GUARD_PAGE : room;
 }
+
+static uint8_t *slot_user(uint8_t *slot, size_t size) { return slot + MIA_GUARD_PAGE - slot_room(size); }
 
 /* the slot holding p, from its page; -1 if the page is not a guarded one */
 static long slot_of(const mia_page_t *page, const void *p, mia_guard_seg_t **gs_out, size_t *local_out) {
@@ -255,7 +259,8 @@ size_t mia_guarded_usable(const mia_page_t *page, const void *p) {
   if (slot_of(page, p, &gs, &local) < 0 || gs->state[local] != SLOT_LIVE) return 0;
   uint8_t *slot = (uint8_t *)gs->seg + MIA_SLICE_SIZE + local * MIA_GUARD_SLOT;
   uint8_t *user = slot_user(slot, gs->size[local]);
-  return (const uint8_t *)p >= user ? gs->size[local] - (size_t)((const uint8_t *)p - user) : 0;
+  uint8_t *end = slot + MIA_GUARD_PAGE;
+  return (const uint8_t *)p >= user && (const uint8_t *)p < end ? (size_t)(end - (const uint8_t *)p) : 0;
 }
 
 /* ---- the trap ---- */
