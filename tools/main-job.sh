@@ -33,6 +33,6 @@ PYEOF
 echo "== heap profile written at exit:"
 ls -l "$out"/python3.*.pb.gz | sed 's/^/   /'
 profile=$(ls -t "$out"/python3.*.pb.gz | head -1)
-echo "== go tool pprof -top (in-use space; the python3 allocation sites):"
+echo "== go tool pprof -top (allocated space: where python3 allocated, estimated from the samples):"
 export GOCACHE="${GOCACHE:-$out/gocache}" HOME="${HOME:-$out}"
-go tool pprof -top -nodecount=15 -sample_index=inuse_space "$py" "$profile" 2>&1 | sed 's/^/   /'
+go tool pprof -top -nodecount=15 -sample_index=alloc_space "$py" "$profile" 2>&1 | sed 's/^/   /'
