@@ -153,7 +153,7 @@ void *mia_realloc_aligned(mia_theap_t *theap, void *p, size_t newsize, size_t al
     return p;
   void *newp = mia_malloc_aligned(theap, newsize, alignment, offset, zero);
   if (newp == NULL) return NULL;
-  mia_annot_readable(p, size < newsize ? size : newsize);
+  mia_annot_accessible(p, size < newsize ? size : newsize);
   mia_memcpy(newp, p, size < newsize ? size : newsize);
   mi_free(p);
   return newp;

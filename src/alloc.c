@@ -81,7 +81,7 @@ void *mia_realloc_zero(mia_theap_t *theap, void *p, size_t newsize, bool zero) {
   }
   void *newp = mia_theap_malloc(theap, newsize, zero);
   if (mia_unlikely(newp == NULL)) return NULL;
-  mia_annot_readable(p, size < newsize ? size : newsize);
+  mia_annot_accessible(p, size < newsize ? size : newsize);
   mia_memcpy(newp, p, size < newsize ? size : newsize);
   mi_free(p);
   return newp;

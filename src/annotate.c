@@ -73,21 +73,11 @@ bool mia_annot_destroyed_block(mia_page_t *page, void *block, void *arg) {
   return true;
 }
 
-/* Memory that becomes mialloc's own again (a new page, segments from an
- * arena): whatever blocks lived there before are gone.  Defined, not
- * undefined: fresh OS memory is zero, and mialloc relies on that. */
-void mia_annot_fresh(void *p, size_t n) {
-#if MIALLOC_VALGRIND
-  VALGRIND_MAKE_MEM_DEFINED(p, n);
-#endif
-#if MIALLOC_ASAN
-  ASAN_UNPOISON_MEMORY_REGION(p, n);
-#endif
-}
-
-/* mialloc itself is about to read n bytes of a live block (realloc's copy,
- * which may cover the block's unused tail). */
-void mia_annot_readable(void *p, size_t n) {
+/* Make n bytes at p accessible and defined: memory that becomes
+ * mialloc's own again (a new page, segments from an arena -- fresh OS
+ * memory is zero, and mialloc relies on that), or a live block mialloc
+ * itself is about to read (realloc's copy may cover its unused tail). */
+void mia_annot_accessible(void *p, size_t n) {
 #if MIALLOC_VALGRIND
   VALGRIND_MAKE_MEM_DEFINED(p, n);
 #endif

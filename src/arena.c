@@ -128,7 +128,7 @@ mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, si
   }
   mia_unlock(&sp->lock);
   mia_segment_t *segment = (mia_segment_t *)(arena->base + idx * MIA_SEGMENT_SIZE);
-  mia_annot_fresh(segment, count * MIA_SEGMENT_SIZE);
+  mia_annot_accessible(segment, count * MIA_SEGMENT_SIZE);
   mia_stat_add(&mia_stats_global.segments, (int64_t)count);
   *is_zero = zero;
   return segment;

@@ -21,6 +21,9 @@
 #define MIA_FREED_FILL 0xdf     /* debug: freed memory */
 #define MIA_FRESH_FILL 0xd0     /* debug: handed-out memory not asked to be zero */
 #define MIA_PAD_CHECK  8        /* pattern bytes checked (and written) per block */
+
+/* corrupted free-list links reported so far: mi_debug_check compares */
+static _Atomic(size_t) mia_corruptions;
 #define MIA_UAF_CHECK  1024     /* debug: freed bytes checked when reused */
 
 typedef struct mia_padding_s {
@@ -333,8 +336,6 @@ static bool mia_check_page(mia_page_t *page, void *arg) {
   return true;
 }
 
-static _Atomic(size_t) mia_corruptions;
-
 bool mia_debug_check_theap(mia_theap_t *theap) {
   mia_walk_t w = {0};
   size_t before = atomic_load(&mia_corruptions);
@@ -407,7 +408,6 @@ void mia_free_secure_slow(mia_page_t *page, void *p) {
 #endif
 
 #if !MIALLOC_PADDING
-static _Atomic(size_t) mia_corruptions;
 
 
 /* Without padding records only the free lists can be checked: secure

@@ -15,14 +15,7 @@ static inline void *mia_theap_malloc_small(mia_theap_t *theap, size_t size, bool
   mia_page_t *page = theap->pages_direct[mia_wsize(size)];
   mia_block_t *block = page->free;
   if (mia_unlikely(block == NULL)) return mia_malloc_generic(theap, size, zero);
-  page->free = mia_block_next(page, block);
-  mia_block_clear_link(block);
-  page->used++;
-  if (zero) {
-    if (page->free_is_zero) block->next = NULL;
-    else mia_memzero(block, page->block_size);
-  }
-  return block;
+  return mia_page_pop(page, zero);
 }
 
 static inline void *mia_theap_malloc_raw(mia_theap_t *theap, size_t size, bool zero) {

@@ -147,13 +147,13 @@ bool mia_guarded_size_eligible(size_t size) {
   return size >= mia_guard_min && size <= mia_guard_max;
 }
 
-/* Blocks to the next guarded sample of a page: uniform in [1, 2N-1],
- * mean N, so sampling cannot lock onto a program's allocation pattern. */
+/* Blocks handed out before a page's next guarded sample: uniform in
+ * [0, 2N-2], so the sample is on average the N-th block, and sampling
+ * cannot lock onto a program's allocation pattern. */
 int32_t mia_guarded_draw(uint64_t random) {
   uint64_t n = (uint64_t)mia_guard_rate;
   if (n <= 1) return 0;
-  uint64_t span = 2 * n - 1;
-  return (int32_t)(random % span + (n > 1 ? 0 : 1));
+  return (int32_t)(random % (2 * n - 1));
 }
 
 /* ---- allocation and free ---- */

@@ -275,48 +275,58 @@ static void mia_thread_prune_orphans(void) {
   }
 }
 
-/* ---- delete: live blocks move to the main heap ---- */
+/* ---- ending a heap ---- */
 
-mia_export void mi_heap_delete(mi_heap_t *heap) {
-  if (!mia_heap_check_usable(heap, "mi_heap_delete")) return;
-  mia_heap_leave_default(heap);
-  mia_subproc_t *sp = heap->subproc;
+/* End every part of the heap (destroy frees each part's pages first) and
+ * take its abandoned segments and huge spans; the owner threads of other
+ * parts see them orphaned and let go of them the next time they look. */
+static void mia_heap_detach(mi_heap_t *heap, bool destroy, mia_segment_t **abandoned, mia_segment_t **huge) {
   mia_lock(&heap->lock);
-  /* every part becomes an orphan; its owner thread moves its pages to the
-   * main heap the next time it looks (the calling thread does so below) */
   for (mia_theap_t *t = heap->theaps, *next; t != NULL; t = next) {
     next = t->heap_next;
+    if (destroy) mia_theap_destroy_pages(t);
     t->heap_next = t->heap_prev = NULL;
     atomic_store_explicit(&t->heap, NULL, memory_order_release);
   }
   heap->theaps = NULL;
-  mia_segment_t *ab = heap->abandoned;
+  *abandoned = heap->abandoned;
   heap->abandoned = NULL;
-  mia_segment_t *huge = heap->huge;
+  *huge = heap->huge;
   heap->huge = NULL;
   mia_unlock(&heap->lock);
-  while (ab != NULL) {
-    mia_segment_t *next = ab->next;
+}
+
+/* The calling thread's parts go at once; then the heap itself. */
+static void mia_heap_finish(mi_heap_t *heap) {
+  mia_thread_prune_orphans();
+  mia_heap_unlist(heap);
+  mia_heap_struct_free(heap);
+}
+
+/* mi_heap_delete: live blocks move to the main heap. */
+mia_export void mi_heap_delete(mi_heap_t *heap) {
+  if (!mia_heap_check_usable(heap, "mi_heap_delete")) return;
+  mia_heap_leave_default(heap);
+  mia_subproc_t *sp = heap->subproc;
+  mia_segment_t *ab, *huge;
+  mia_heap_detach(heap, false, &ab, &huge);
+  for (mia_segment_t *next; ab != NULL; ab = next) {
+    next = ab->next;
     ab->heap = NULL;
     mia_lock(&sp->lock);
     ab->prev = NULL;
     ab->next = sp->abandoned;
     sp->abandoned = ab;
     mia_unlock(&sp->lock);
-    ab = next;
   }
-  while (huge != NULL) {
-    mia_segment_t *next = huge->next;
+  for (mia_segment_t *next; huge != NULL; huge = next) {
+    next = huge->next;
     mia_huge_move_to_heap(huge, &sp->heap_main);
-    huge = next;
   }
-  mia_thread_prune_orphans();
-  mia_heap_unlist(heap);
-  mia_heap_struct_free(heap);
+  mia_heap_finish(heap);
 }
 
-/* ---- destroy: everything at once ---- */
-
+/* mi_heap_destroy: everything at once. */
 mia_export void mi_heap_destroy(mi_heap_t *heap) {
   if (!mia_heap_check_usable(heap, "mi_heap_destroy")) return;
   if (!heap->allow_destroy) {
@@ -324,19 +334,8 @@ mia_export void mi_heap_destroy(mi_heap_t *heap) {
     return;
   }
   mia_heap_leave_default(heap);
-  mia_lock(&heap->lock);
-  for (mia_theap_t *t = heap->theaps, *next; t != NULL; t = next) {
-    next = t->heap_next;
-    mia_theap_destroy_pages(t);
-    t->heap_next = t->heap_prev = NULL;
-    atomic_store_explicit(&t->heap, NULL, memory_order_release);
-  }
-  heap->theaps = NULL;
-  mia_segment_t *ab = heap->abandoned;
-  heap->abandoned = NULL;
-  mia_segment_t *huge = heap->huge;
-  heap->huge = NULL;
-  mia_unlock(&heap->lock);
+  mia_segment_t *ab, *huge;
+  mia_heap_detach(heap, true, &ab, &huge);
   for (mia_segment_t *next; ab != NULL; ab = next) {
     next = ab->next;
     mia_segment_destroy(ab);
@@ -345,9 +344,7 @@ mia_export void mi_heap_destroy(mi_heap_t *heap) {
     next = huge->next;
     mia_huge_destroy(huge);
   }
-  mia_thread_prune_orphans();
-  mia_heap_unlist(heap);
-  mia_heap_struct_free(heap);
+  mia_heap_finish(heap);
 }
 
 mia_export void mi_heap_collect(mi_heap_t *heap, bool force) {

@@ -45,7 +45,7 @@ static size_t mia_gcd(size_t a, size_t b) {
 #endif
 
 void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zero) {
-  mia_annot_fresh(page->start, (size_t)page->slice_count * MIA_SLICE_SIZE);
+  mia_annot_accessible(page->start, (size_t)page->slice_count * MIA_SLICE_SIZE);
   page->block_size = block_size;
   page->bin = bin;
   page->reserved = (uint32_t)((page->slice_count * MIA_SLICE_SIZE) / block_size);
