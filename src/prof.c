@@ -274,13 +274,30 @@ bool mia_prof_free(mia_page_t *page, void *p) {
   mia_prof_t *prof = &mia_segment_of_page(page)->subproc->prof;
   if (__atomic_load_n(&prof->attached, __ATOMIC_ACQUIRE) && prof->profiler.on_free != NULL) {
     /* the callback may allocate: keep it out of sampling in this thread */
-    mia_theap_t *theap = mia_theap_get();
-    bool was = theap->in_sample;
-    if (theap != &mia_theap_empty) theap->in_sample = true;
+    bool was = mia_sampling_suspend();
     prof->profiler.on_free(p, hdr->size, hdr->data, prof->profiler.arg);
-    if (theap != &mia_theap_empty) theap->in_sample = was;
+    mia_sampling_resume(was);
   }
   return true;
+}
+
+/* Keep this thread's allocations out of both kinds of samples until
+ * mia_sampling_resume.  For what libc allocates on the allocator's behalf
+ * (the purge thread's TLS block): that memory is not the program's, and a
+ * profile that dropped the allocator's frames would pin it on whichever
+ * call of the program happened to start the thread.  Returns the previous
+ * state, for nesting. */
+bool mia_sampling_suspend(void) {
+  mia_theap_t *theap = mia_theap_get();
+  if (theap == &mia_theap_empty) return false;
+  bool was = theap->in_sample;
+  theap->in_sample = true;
+  return was;
+}
+
+void mia_sampling_resume(bool was_suspended) {
+  mia_theap_t *theap = mia_theap_get();
+  if (theap != &mia_theap_empty) theap->in_sample = was_suspended;
 }
 
 static bool mia_prof_report_block(mia_page_t *page, void *block, void *arg) {

@@ -47,7 +47,9 @@ static void mia_purge_thread_start(mia_subproc_t *sp) {
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, 64 * 1024);
   pthread_t thread;
+  bool was_suspended = mia_sampling_suspend();
   int rc = pthread_create(&thread, &attr, mia_purge_main, sp);
+  mia_sampling_resume(was_suspended);
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc != 0) {
