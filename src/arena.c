@@ -122,6 +122,7 @@ mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, si
   }
   bool zero = true;
   for (size_t i = idx; i < idx + count; i++) {
+    mia_assert(!bit_get(arena->used_map, i));
     if (bit_get(arena->dirty_map, i)) { zero = false; mia_stat_commit(-(int64_t)MIA_SEGMENT_SIZE); }
     bit_clear(arena->dirty_map, i);
     bit_set(arena->used_map, i);
@@ -150,7 +151,9 @@ void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count) {
     return;
   }
   size_t idx = (size_t)((uint8_t *)segment - arena->base) / MIA_SEGMENT_SIZE;
+  mia_assert(((uintptr_t)segment & (MIA_SEGMENT_SIZE - 1)) == 0 && idx + count <= arena->segment_count);
   for (size_t i = idx; i < idx + count; i++) {
+    mia_assert(bit_get(arena->used_map, i));   /* not freed twice */
     bit_clear(arena->used_map, i);
     bit_set(arena->dirty_map, i);
   }

@@ -79,7 +79,11 @@ static long slot_of(const mia_page_t *page, const void *p, mia_guard_seg_t **gs_
 
 static void mia_guard_segv(int sig, void *addr, void *info, void *ctx);
 
-static void mia_guard_install_handler(void) {
+/* Installed once, when the first guard page is set: a process that never
+ * has one keeps its signal dispositions as they were. */
+void mia_guard_handler_ensure(void) {
+  static _Atomic(int) installed;
+  if (atomic_load_explicit(&installed, memory_order_acquire) != 0 || atomic_exchange(&installed, 1) != 0) return;
   mia_prim_on_segv(mia_guard_segv, &mia_guard_old_fun, &mia_guard_old_plain);
 }
 
@@ -118,7 +122,7 @@ static bool mia_guard_add_segment(void) {
   __atomic_store_n(&mia_guard_segs[index], gs, __ATOMIC_RELEASE);
   mia_guard_seg_count++;
   for (size_t i = MIA_GUARD_SLOTS; i-- > 0;) mia_guard_free[mia_guard_free_count++] = (uint32_t)(index * MIA_GUARD_SLOTS + i);
-  if (index == 0) mia_guard_install_handler();
+  if (index == 0) mia_guard_handler_ensure();
   return true;
 }
 
@@ -255,8 +259,29 @@ size_t mia_guarded_usable(const mia_page_t *page, const void *p) {
 
 /* ---- the trap ---- */
 
+/* Secure builds: a fault on the guard page at the end of an ordinary page
+ * or huge span (segment.c) is an overflow off its last block. */
+static void mia_page_guard_report(const mia_page_t *page, const void *addr) {
+  size_t g = mia_page_guard_size();
+  if (g == 0 || page->block_size == 0) return;
+  const uint8_t *a = addr;
+  if (page->is_huge) {
+    const uint8_t *end = page->start + page->block_size;
+    if (a >= end && a < end + g)
+      mia_error(EFAULT, "heap overflow past huge block %p (%zu bytes): access at %p, %zu bytes past its end\n",
+                (void *)page->start, page->block_size, addr, (size_t)(a - end));
+    return;
+  }
+  const uint8_t *guard = page->start + (size_t)page->slice_count * MIA_SLICE_SIZE - g;
+  if (a < guard || a >= guard + g || page->reserved == 0) return;
+  const uint8_t *last = page->start + (size_t)(page->reserved - 1) * page->block_size;
+  mia_error(EFAULT, "heap overflow off the end of a page: access at %p, %zu bytes past the last block %p (%zu bytes)\n",
+            addr, (size_t)(a - (last + page->block_size)), (const void *)last, page->block_size);
+}
+
 static void mia_guard_segv(int sig, void *addr, void *info, void *ctx) {
   mia_page_t *page = mia_page_of(addr);
+  if (page != NULL && !page->is_guarded) mia_page_guard_report(page, addr);
   if (page != NULL && page->is_guarded) {
     mia_guard_seg_t *gs;
     size_t local;

@@ -19,6 +19,20 @@
 #define mia_cold        __attribute__((cold, noinline))
 #define mia_export      __attribute__((visibility("default")))
 
+/* Internal assertions: invariants of the allocator's own data, checked in
+ * debug builds (--enable-debug) only.  A failure is a bug in mialloc or
+ * metadata the program overwrote; either way nothing later can be trusted,
+ * so it is reported with its place and the process aborts.  Other builds
+ * compile the check out without evaluating it. */
+#if MIALLOC_DEBUG
+#define mia_assert(expr) \
+  (mia_likely(expr) ? (void)0 : mia_assert_fail(#expr, __FILE__, __LINE__, __func__))
+#else
+#define mia_assert(expr) ((void)sizeof((expr) ? 1 : 0))   /* type-checked, never run */
+#endif
+void mia_assert_fail(const char *expr, const char *file, int line, const char *func)
+    __attribute__((noreturn, cold, noinline));
+
 /* ---- locks: a futex word, usable before init and taken around fork ---- */
 void mia_lock(int *lock);
 void mia_unlock(int *lock);
@@ -85,6 +99,19 @@ static inline mia_page_t *mia_page_of(const void *p) {
   if (mia_unlikely(u >> 47)) return NULL;
   mia_page_t **leaf = mia_pagemap_top[u >> MIA_MAP_TOP_SHIFT];
   return leaf[(u >> MIA_SLICE_SHIFT) & (MIA_MAP_LEAF_COUNT - 1)];
+}
+
+/* Secure builds end every page (and huge span) with a guard page, so an
+ * overflow off a page's last block traps instead of running into the next
+ * page or the next segment's metadata.  None elsewhere, nor where OS pages
+ * are too big to spare one per 64 KiB slice. */
+static inline size_t mia_page_guard_size(void) {
+#if MIALLOC_SECURE
+  size_t ps = mia_prim_page_size();
+  return ps <= MIA_SLICE_SIZE / 8 ? ps : 0;
+#else
+  return 0;
+#endif
 }
 
 static inline mia_segment_t *mia_segment_of_page(const mia_page_t *page) {
@@ -180,6 +207,7 @@ static inline void mia_block_clear_link(mia_block_t *block) {
 
 static inline void *mia_page_pop(mia_page_t *page, bool zero) {
   mia_block_t *block = page->free;
+  mia_assert((uint8_t *)block >= page->start && page->used < page->capacity);
   page->free = mia_block_next(page, block);
   mia_block_clear_link(block);
   page->used++;
@@ -335,6 +363,9 @@ void mia_guarded_init(void);
 bool mia_guarded_page_eligible(size_t block_size);
 bool mia_guarded_size_eligible(size_t size);
 int32_t mia_guarded_draw(uint64_t random);
+/* The SIGSEGV handler that names the block behind a fault on a guard page
+ * (guarded sampling's, and the page guards of secure builds). */
+void mia_guard_handler_ensure(void);
 
 /* ---- live blocks of a page (page.c) ---- */
 typedef bool (mia_block_fun)(mia_page_t *page, void *block, void *arg);

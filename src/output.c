@@ -123,6 +123,14 @@ static void mia_vreport(int err, int show, const char *fmt, va_list ap) {
   if (mia_option_get_fast(mi_option_abort_on_error) != 0) mia_prim_abort();
 }
 
+/* Printed whatever MIALLOC_SHOW_ERRORS says: the process is about to abort
+ * and this line is the only clue to why. */
+void mia_assert_fail(const char *expr, const char *file, int line, const char *func) {
+  mia_message("assertion failed: %s (%s:%d, %s)\n", expr, file, line, func);
+  mia_prim_abort();
+  __builtin_unreachable();
+}
+
 void mia_report(int err, int show, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

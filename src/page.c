@@ -48,7 +48,8 @@ void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zer
   mia_annot_accessible(page->start, (size_t)page->slice_count * MIA_SLICE_SIZE);
   page->block_size = block_size;
   page->bin = bin;
-  page->reserved = (uint32_t)((page->slice_count * MIA_SLICE_SIZE) / block_size);
+  page->reserved = (uint32_t)((page->slice_count * MIA_SLICE_SIZE - mia_page_guard_size()) / block_size);
+  mia_assert(page->reserved >= 1 && bin >= 1 && bin <= MIA_BIN_COUNT);
   page->capacity = 0;
   page->used = 0;
   page->free = page->local_free = NULL;
@@ -114,6 +115,7 @@ bool mia_page_extend(mia_page_t *page) {
   page->free = mia_page_thread_run(page, first, n);
   page->free_is_zero = page->is_zero_init && page->local_free == NULL && !MIALLOC_DEBUG_FILL;
   page->capacity += (uint32_t)n;
+  mia_assert(page->capacity <= page->reserved);
   if (mia_padded()) mia_check_fresh_blocks(page, first, n);
   if (mia_unlikely(mia_sampling_on())) mia_prof_account(page, n);
   return true;
@@ -130,6 +132,7 @@ void mia_page_collect(mia_page_t *page) {
       for (mia_block_t *next; (next = mia_block_next(page, tail)) != NULL; tail = next) n++;
       mia_block_set_next(page, tail, page->local_free);
       page->local_free = head;
+      mia_assert(n <= page->used);   /* more blocks came back than were out */
       page->used -= n;
     }
   }

@@ -50,6 +50,18 @@ static void mia_segment_guard(mia_segment_t *seg, bool on) {
 #endif
 }
 
+/* Secure builds: the last OS page of every page is a guard (see
+ * mia_page_guard_size).  It is lifted before the slices go back to the
+ * segment, since the next page cut there may put blocks in it.  A failed
+ * mprotect (the process at its mapping limit) leaves the page unguarded;
+ * its blocks never use the guard's room either way. */
+static void mia_page_guard(const mia_page_t *page, size_t span, bool on) {
+  size_t g = mia_page_guard_size();
+  if (g == 0) return;
+  if (on) mia_guard_handler_ensure();
+  mia_prim_protect(page->start + span - g, g, on ? MIA_PROT_NONE : MIA_PROT_RW);
+}
+
 static void mia_segment_header_init(mia_segment_t *seg, mia_subproc_t *sp, size_t size, bool is_zero) {
   if (!is_zero) memset(seg, 0, sizeof *seg);
   seg->cookie = (uintptr_t)seg ^ mia_process_secret;
@@ -113,6 +125,8 @@ mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices) {
     idx = find_slices_for_page(seg, slices);
   }
   uint64_t bits = slice_bits(idx, slices);
+  mia_assert(idx >= 1 && idx + slices <= MIA_SEGMENT_SLICES && (seg->used_mask & bits) == 0);
+  mia_assert(seg->tld == tld && !seg->is_huge);
   seg->used_mask |= bits;
   mia_page_t *page = &seg->pages[idx];
   memset(page, 0, sizeof *page);
@@ -128,6 +142,7 @@ mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices) {
     seg->in_full_list = true;
   }
   mia_pagemap_set(page->start, slices, page);
+  mia_page_guard(page, slices * MIA_SLICE_SIZE, true);
   return page;
 }
 
@@ -148,8 +163,11 @@ void mia_segment_page_free(mia_page_t *page) {
   mia_tld_t *tld = seg->tld;
   size_t idx = (size_t)(page - seg->pages);
   uint64_t bits = slice_bits(idx, page->slice_count);
+  mia_assert(seg->cookie == ((uintptr_t)seg ^ mia_process_secret));
+  mia_assert(idx >= 1 && page->slice_count > 0 && (seg->used_mask & bits) == bits);
   mia_stat_page(page, -1);
   mia_pagemap_set(page->start, page->slice_count, NULL);
+  mia_page_guard(page, page->slice_count * MIA_SLICE_SIZE, false);
   page->free_key = 0;
   page->block_size = 0;
   page->slice_count = 0;
@@ -247,10 +265,24 @@ void mia_huge_move_to_heap(mia_segment_t *seg, mi_heap_t *heap) {
   mia_unlock(&heap->lock);
 }
 
+/* A huge block runs to the end of its span, less the guard page of secure
+ * builds; span_guard lifts or sets that guard at the span's current end. */
+static void mia_huge_span_guard(mia_segment_t *seg, bool on) {
+  size_t g = mia_page_guard_size();
+  if (g == 0) return;
+  if (on) mia_guard_handler_ensure();
+  mia_prim_protect((uint8_t *)seg + seg->size - g, g, on ? MIA_PROT_NONE : MIA_PROT_RW);
+}
+
+static void mia_huge_set_end(mia_page_t *page, mia_segment_t *seg) {
+  page->block_size = seg->size - (size_t)(page->start - (uint8_t *)seg) - mia_page_guard_size();
+  mia_huge_span_guard(seg, true);
+}
+
 mia_page_t *mia_huge_page_alloc(mi_heap_t *heap, size_t size, size_t alignment) {
   mia_subproc_t *sp = heap->subproc;
   size_t extra = alignment > MIA_SLICE_SIZE ? alignment : 0;
-  size_t need = MIA_SLICE_SIZE + size + extra;
+  size_t need = MIA_SLICE_SIZE + size + extra + mia_page_guard_size();
   if (need < size) return NULL;
   size_t count = (need + MIA_SEGMENT_SIZE - 1) / MIA_SEGMENT_SIZE;
   bool is_zero;
@@ -263,7 +295,7 @@ mia_page_t *mia_huge_page_alloc(mi_heap_t *heap, size_t size, size_t alignment) 
   page->slice_count = (uint16_t)(count * MIA_SEGMENT_SLICES - 1 > UINT16_MAX ? UINT16_MAX
                                                                                 : count * MIA_SEGMENT_SLICES - 1);
   page->start = (uint8_t *)seg + MIA_SLICE_SIZE;
-  page->block_size = seg->size - MIA_SLICE_SIZE;
+  mia_huge_set_end(page, seg);
   page->reserved = page->capacity = page->used = 1;
   page->bin = MIA_BIN_HUGE;
   page->is_huge = true;
@@ -279,15 +311,16 @@ mia_page_t *mia_huge_page_alloc(mi_heap_t *heap, size_t size, size_t alignment) 
  * Only the block's owner (the caller of realloc) touches the page here. */
 bool mia_huge_page_grow(mia_page_t *page, size_t newsize) {
   mia_segment_t *seg = mia_segment_of_page(page);
-  size_t used_end = (size_t)(page->start - (uint8_t *)seg) + newsize;
+  size_t used_end = (size_t)(page->start - (uint8_t *)seg) + newsize + mia_page_guard_size();
   size_t count = seg->size / MIA_SEGMENT_SIZE;
   size_t want = (used_end + MIA_SEGMENT_SIZE - 1) / MIA_SEGMENT_SIZE;
   if (want <= count) return true;
   bool is_zero;
   if (!mia_arena_extend_segments(seg, count, want - count, &is_zero)) return false;
   uint8_t *old_end = (uint8_t *)seg + seg->size;
+  mia_huge_span_guard(seg, false);
   seg->size = want * MIA_SEGMENT_SIZE;
-  page->block_size = seg->size - (size_t)(page->start - (uint8_t *)seg);
+  mia_huge_set_end(page, seg);
   mia_pagemap_set(old_end, (want - count) * MIA_SEGMENT_SLICES, page);
   mia_stat_huge((int64_t)((want - count) * MIA_SEGMENT_SIZE), 0);
   return true;
@@ -296,14 +329,15 @@ bool mia_huge_page_grow(mia_page_t *page, size_t newsize) {
 /* realloc to a much smaller huge size: give the tail segments back. */
 void mia_huge_page_shrink(mia_page_t *page, size_t newsize) {
   mia_segment_t *seg = mia_segment_of_page(page);
-  size_t used_end = (size_t)(page->start - (uint8_t *)seg) + newsize;
+  size_t used_end = (size_t)(page->start - (uint8_t *)seg) + newsize + mia_page_guard_size();
   size_t count = seg->size / MIA_SEGMENT_SIZE;
   size_t want = (used_end + MIA_SEGMENT_SIZE - 1) / MIA_SEGMENT_SIZE;
   if (want >= count) return;
   uint8_t *tail = (uint8_t *)seg + want * MIA_SEGMENT_SIZE;
   mia_pagemap_set(tail, (count - want) * MIA_SEGMENT_SLICES, NULL);
+  mia_huge_span_guard(seg, false);   /* in the tail, which goes back */
   seg->size = want * MIA_SEGMENT_SIZE;
-  page->block_size = seg->size - (size_t)(page->start - (uint8_t *)seg);
+  mia_huge_set_end(page, seg);
   mia_stat_huge(-(int64_t)((count - want) * MIA_SEGMENT_SIZE), 0);
   mia_arena_free_segments(seg->subproc, tail, count - want);
 }
@@ -327,6 +361,7 @@ void mia_huge_release(mia_page_t *page) {
   size_t count = seg->size / MIA_SEGMENT_SIZE;
   mia_pagemap_set(page->start, count * MIA_SEGMENT_SLICES - 1, NULL);
   mia_stat_huge(-(int64_t)seg->size, -1);
+  mia_huge_span_guard(seg, false);
   page->free_key = 0;
   page->block_size = 0;
   mia_arena_free_segments(seg->subproc, seg, count);
@@ -439,6 +474,7 @@ void mia_segment_destroy(mia_segment_t *seg) {
     if (page->flags & MIA_PAGE_HAS_SAMPLED) mia_prof_page_destroyed(page);
     if (mia_annotated()) mia_page_visit_live(page, mia_annot_destroyed_block, NULL);
     mia_pagemap_set(page->start, page->slice_count, NULL);
+    mia_page_guard(page, page->slice_count * MIA_SLICE_SIZE, false);
     atomic_store_explicit(&page->theap, NULL, memory_order_relaxed);
     page->free_key = 0;
     mia_stat_page(page, -1);

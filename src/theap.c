@@ -9,7 +9,8 @@ static size_t mia_page_slices_for(size_t bsize) {
   /* large bins: the fewest blocks that fill whole slices exactly */
   size_t n = 1;
   while (n < 8 && (n * bsize) % MIA_SLICE_SIZE != 0) n++;
-  return (n * bsize + MIA_SLICE_SIZE - 1) / MIA_SLICE_SIZE;
+  /* and room for the guard page of secure builds */
+  return (n * bsize + mia_page_guard_size() + MIA_SLICE_SIZE - 1) / MIA_SLICE_SIZE;
 }
 
 void mia_theap_init(mia_theap_t *theap, mia_tld_t *tld) {
@@ -34,6 +35,8 @@ static void mia_theap_update_direct(mia_theap_t *theap, uint8_t bin) {
 }
 
 static void queue_remove(mia_page_queue_t *pq, mia_page_t *page) {
+  mia_assert(page->prev != NULL ? page->prev->next == page : pq->first == page);
+  mia_assert(page->next != NULL ? page->next->prev == page : pq->last == page);
   if (page->prev) page->prev->next = page->next;
   else pq->first = page->next;
   if (page->next) page->next->prev = page->prev;
@@ -220,6 +223,9 @@ pop:
  * others go back to the segment so another size can use the memory. */
 void mia_page_retire(mia_page_t *page) {
   mia_theap_t *theap = atomic_load_explicit(&page->theap, memory_order_relaxed);
+  /* only the owner retires, with the page's last block back */
+  mia_assert(page->used == 0 && theap != NULL &&
+             (page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK) == mia_prim_thread_id());
   if (page->flags & MIA_PAGE_IN_FULL) {
     queue_remove(&theap->full, page);
     mia_page_set_flag(page, MIA_PAGE_IN_FULL, false);

@@ -6,6 +6,7 @@
  * (test-show-stats.sh feeds that to python3 -m json.tool).
  */
 #define _GNU_SOURCE
+#include "config.h"   /* which build: secure pages end with a guard page */
 #include <mialloc.h>
 #include "../tap.h"
 #include "../json.h"
@@ -14,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define KiB ((size_t)1024)
 #define MiB ((size_t)1024 * 1024)
@@ -86,7 +88,11 @@ int main(int argc, char **argv) {
   /* the size class: 3072 (debug builds add a 16-byte record, same class;
    * their mi_good_size is the size asked for) */
   size_t bsize = mi_good_size(size) == size ? 3072 : mi_good_size(size);
+#if MIALLOC_SECURE
+  size_t per_page = (SLICE - (size_t)sysconf(_SC_PAGESIZE)) / bsize;
+#else
   size_t per_page = SLICE / bsize;
+#endif
   size_t pages_min = (n + per_page - 1) / per_page;
   double bin_before = bin_pages(j0, bsize, "current");
   void **blocks = calloc(n, sizeof *blocks);

@@ -213,6 +213,27 @@ else
   done
 fi
 
+# --- guard pages at the end of every page and huge span: secure builds -------
+if [ $asan = yes ]; then
+  skip "overflow off the end of a page ($mode)" "AddressSanitizer build: ASan owns SIGSEGV"
+elif [ $secure = yes ]; then
+  run overflow-page -- page
+  want_rc 139
+  grep -q '^misuse: wrote' "$out" && problem "the overflow off the page's last block did not trap"
+  p=$(victim)
+  grep '^mialloc: error: heap overflow off the end of a page' "$err" | grep -qF "last block $p (" ||
+    problem "no 'mialloc: error: heap overflow off the end of a page' naming the last block $p"
+  check "overflow off the last block of a page ($mode): the guard page after it traps (SIGSEGV) with a message"
+  run overflow-page -- huge
+  want_rc 139
+  grep -q '^misuse: wrote' "$out" && problem "the overflow off the huge block did not trap"
+  grep -qF "mialloc: error: heap overflow past huge block $(victim) (" "$err" ||
+    problem "no 'mialloc: error: heap overflow past huge block $(victim)'"
+  check "overflow off the end of a huge block ($mode): the guard page after its span traps (SIGSEGV) with a message"
+else
+  skip "overflow off the end of a page ($mode)" "guard pages after pages are a secure-build feature"
+fi
+
 # --- free of a pointer mialloc does not own: every build ---------------------
 first_stack() { sed -n 's/^misuse: stack pointer \(0x[0-9a-f]*\).*/\1/p' "$out" | head -1; }
 if [ $asan = yes ]; then
