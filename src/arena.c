@@ -38,11 +38,17 @@ static uint64_t mia_purge_delay_arena(void) {
 /* Register memory [base, base + segments * 4 MiB) as an arena. */
 static int mia_arena_next_id;   /* ids are unique in the process */
 
+/* The arena's header, its two bitmaps and its guard masks, in whole pages. */
+static size_t mia_arena_meta_size(size_t segments) {
+  size_t words = (segments + MIA_BITS - 1) / MIA_BITS;
+  size_t meta = sizeof(mia_arena_t) + (2 * words + segments) * sizeof(uint64_t);
+  return (meta + mia_prim_page_size() - 1) & ~(mia_prim_page_size() - 1);
+}
+
 static mia_arena_t *mia_arena_register(mia_subproc_t *sp, uint8_t *base, size_t segments, bool pinned,
                                        bool caller_owned) {
   size_t words = (segments + MIA_BITS - 1) / MIA_BITS;
-  size_t meta = sizeof(mia_arena_t) + 2 * words * sizeof(uint64_t);
-  meta = (meta + mia_prim_page_size() - 1) & ~(mia_prim_page_size() - 1);
+  size_t meta = mia_arena_meta_size(segments);
   mia_arena_t *arena = mia_prim_reserve(meta, 0, false);
   if (arena == NULL || !mia_pagemap_ensure(base, segments * MIA_SEGMENT_SIZE)) {
     if (!caller_owned) mia_prim_release(base, segments * MIA_SEGMENT_SIZE);
@@ -58,6 +64,7 @@ static mia_arena_t *mia_arena_register(mia_subproc_t *sp, uint8_t *base, size_t 
   arena->pinned = pinned;
   arena->used_map = (uint64_t *)(arena + 1);
   arena->dirty_map = arena->used_map + words;
+  arena->guards = arena->dirty_map + words;
   /* bits past the end count as used so runs never cross it */
   for (size_t i = segments; i < words * MIA_BITS; i++) bit_set(arena->used_map, i);
   arena->next = sp->arenas;
@@ -75,9 +82,12 @@ static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments, bool e
   if (reserve < 64 * MIA_SEGMENT_SIZE) reserve = 64 * MIA_SEGMENT_SIZE;
   size_t segments = exact ? min_segments : reserve / MIA_SEGMENT_SIZE;
   if (segments < min_segments) segments = min_segments;
+  /* secure builds put a guard page in every page: no huge pages there */
+  bool guarded = mia_page_guard_size() != 0;
   uint8_t *base = mia_prim_reserve(segments * MIA_SEGMENT_SIZE, MIA_SEGMENT_SIZE,
-                                   mia_option_get_fast(mi_option_allow_large_os_pages) != 0);
+                                   !guarded && mia_option_get_fast(mi_option_allow_large_os_pages) != 0);
   if (base == NULL) return NULL;
+  if (guarded) mia_prim_no_thp(base, segments * MIA_SEGMENT_SIZE);
   return mia_arena_register(sp, base, segments, false, false);
 }
 
@@ -101,9 +111,34 @@ mia_arena_t *mia_arena_reserve(mia_subproc_t *sp, size_t bytes) {
   return arena;
 }
 
+/* Secure builds: freed segments keep their guard pages in the arena
+ * (arena->guards: per segment, bit k for the last OS page of slice k, bit
+ * 0 for the metadata guard), so the next user that wants guards in the
+ * same places sets them without a system call -- a program whose threads
+ * come and go, or that cycles huge blocks, would otherwise pay mprotect
+ * calls for each.  A claim lifts every guard it cannot keep: keep says
+ * which bits the last segment of the claim may keep (the others may keep
+ * none); the kept ones are returned in *guards. */
+static uint64_t mia_arena_take_guards(mia_arena_t *arena, size_t idx, size_t count, uint64_t keep) {
+  uint64_t kept = 0;
+  for (size_t i = idx; i < idx + count; i++) {
+    uint64_t m = arena->guards[i];
+    arena->guards[i] = 0;
+    uint64_t allowed = i + 1 == idx + count ? keep : 0;
+    if (m != 0 && (m & ~allowed) != 0) {
+      mia_prim_protect(arena->base + i * MIA_SEGMENT_SIZE, MIA_SEGMENT_SIZE, MIA_PROT_RW);
+      m = 0;
+    }
+    if (i + 1 == idx + count) kept = m;
+  }
+  return kept;
+}
+
 /* Segments for a heap: from its exclusive arena only, if it has one, else
- * from the shared arenas (never from another heap's exclusive one). */
-mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, size_t count, bool *is_zero) {
+ * from the shared arenas (never from another heap's exclusive one).
+ * keep/guards: see mia_arena_take_guards (guards may be NULL if keep is 0). */
+mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, size_t count, bool *is_zero,
+                                        uint64_t keep, uint64_t *guards) {
   mia_lock(&sp->lock);
   mia_arena_t *arena;
   size_t idx = SIZE_MAX;
@@ -121,6 +156,7 @@ mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, si
     return NULL;
   }
   bool zero = true;
+  uint64_t kept = mia_arena_take_guards(arena, idx, count, keep);
   for (size_t i = idx; i < idx + count; i++) {
     mia_assert(!bit_get(arena->used_map, i));
     if (bit_get(arena->dirty_map, i)) { zero = false; mia_stat_commit(-(int64_t)MIA_SEGMENT_SIZE); }
@@ -132,6 +168,7 @@ mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, si
   mia_annot_accessible(segment, count * MIA_SEGMENT_SIZE);
   mia_stat_add(&mia_stats_global.segments, (int64_t)count);
   *is_zero = zero;
+  if (guards != NULL) *guards = kept;
   return segment;
 }
 
@@ -141,7 +178,9 @@ static mia_arena_t *mia_arena_of(mia_subproc_t *sp, const void *p) {
   return NULL;
 }
 
-void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count) {
+/* guards: the guards the last of the segments leaves set, for the next
+ * user (the others have none). */
+void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count, uint64_t guards) {
   uint64_t delay = mia_purge_delay_arena();
   mia_lock(&sp->lock);
   mia_arena_t *arena = mia_arena_of(sp, segment);
@@ -152,6 +191,7 @@ void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count) {
   }
   size_t idx = (size_t)((uint8_t *)segment - arena->base) / MIA_SEGMENT_SIZE;
   mia_assert(((uintptr_t)segment & (MIA_SEGMENT_SIZE - 1)) == 0 && idx + count <= arena->segment_count);
+  arena->guards[idx + count - 1] = guards;
   for (size_t i = idx; i < idx + count; i++) {
     mia_assert(bit_get(arena->used_map, i));   /* not freed twice */
     bit_clear(arena->used_map, i);
@@ -211,6 +251,7 @@ bool mia_arena_extend_segments(mia_segment_t *segment, size_t count, size_t extr
   for (size_t i = idx; ok && i < idx + extra; i++) ok = !bit_get(arena->used_map, i);
   bool zero = true;
   if (ok) {
+    mia_arena_take_guards(arena, idx, extra, 0);
     mia_stat_add(&mia_stats_global.segments, (int64_t)extra);
     for (size_t i = idx; i < idx + extra; i++) {
       if (bit_get(arena->dirty_map, i)) { zero = false; mia_stat_commit(-(int64_t)MIA_SEGMENT_SIZE); }
@@ -245,10 +286,8 @@ void mia_arenas_destroy(mia_subproc_t *sp) {
     mia_stat_add(&mia_stats_global.segments, -(int64_t)used);
     mia_pagemap_set(a->base, a->segment_count * MIA_SEGMENT_SLICES, NULL);
     if (!a->caller_owned) mia_prim_release(a->base, a->size);
-    size_t words = (a->segment_count + MIA_BITS - 1) / MIA_BITS;
-    size_t meta = sizeof(mia_arena_t) + 2 * words * sizeof(uint64_t);
-    meta = (meta + mia_prim_page_size() - 1) & ~(mia_prim_page_size() - 1);
-    mia_prim_release(a, meta);
+    else if (mia_page_guard_size() != 0) mia_prim_protect(a->base, a->size, MIA_PROT_RW);   /* no guard left behind */
+    mia_prim_release(a, mia_arena_meta_size(a->segment_count));
     a = next;
   }
 }

@@ -94,7 +94,7 @@ static bool mia_guard_add_segment(void) {
   mia_guard_seg_t *gs = mia_prim_reserve(meta, 0, false);
   if (gs == NULL) return false;
   bool is_zero;
-  mia_segment_t *seg = mia_arena_alloc_segments(&mia_subproc_main, NULL, 1, &is_zero);
+  mia_segment_t *seg = mia_arena_alloc_segments(&mia_subproc_main, NULL, 1, &is_zero, 0, NULL);
   if (seg == NULL) {
     mia_prim_release(gs, meta);
     return false;
@@ -105,6 +105,7 @@ static bool mia_guard_add_segment(void) {
   seg->size = MIA_SEGMENT_SIZE;
   seg->used_mask = ~(uint64_t)0;
   seg->heap = &mia_subproc_main.heap_main;
+  mia_prim_no_thp(seg, MIA_SEGMENT_SIZE);   /* its protection changes page by page */
   mia_prim_protect((uint8_t *)seg + MIA_SLICE_SIZE, MIA_SEGMENT_SIZE - MIA_SLICE_SIZE, MIA_PROT_NONE);
   for (size_t s = 1; s < MIA_SEGMENT_SLICES; s++) {
     mia_page_t *page = &seg->pages[s];

@@ -250,10 +250,13 @@ void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, int *lock);
 bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out);
 
 /* ---- arenas (arena.c) ---- */
-mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, size_t count, bool *is_zero);
+/* guard bits of a segment as the arena keeps them (arena.c) */
+#define MIA_GUARD_LAST_SLICE ((uint64_t)1 << (MIA_SEGMENT_SLICES - 1))   /* also a huge span's end */
+mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, size_t count, bool *is_zero,
+                                        uint64_t keep, uint64_t *guards);
 mia_arena_t *mia_arena_by_id(mia_subproc_t *sp, int id);
 void mia_arenas_destroy(mia_subproc_t *sp);
-void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count);
+void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count, uint64_t guards);
 void mia_arenas_purge(mia_subproc_t *sp, bool force);
 size_t mia_arena_reserved_total(void);
 mia_arena_t *mia_arena_reserve(mia_subproc_t *sp, size_t bytes);

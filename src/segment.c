@@ -36,30 +36,54 @@ static void list_push(mia_segment_t **head, mia_segment_t *s) {
 }
 
 /* Secure builds: the rest of slice 0 after the metadata is a guard, so an
- * underflow of the first page cannot reach the segment's metadata.  Lifted
- * before the memory goes back to the arena (it may become user data). */
-static void mia_segment_guard(mia_segment_t *seg, bool on) {
+ * underflow of the first page cannot reach the segment's metadata.  It
+ * stays when the memory goes back to the arena, which lifts it before any
+ * use but another thread segment's (arena.c). */
+static void mia_segment_guard(mia_segment_t *seg) {
 #if MIALLOC_SECURE
   size_t ps = mia_prim_page_size();
   size_t meta = (sizeof(mia_segment_t) + ps - 1) & ~(ps - 1);
-  if (meta < MIA_SLICE_SIZE)
-    mia_prim_protect((uint8_t *)seg + meta, MIA_SLICE_SIZE - meta, on ? MIA_PROT_NONE : MIA_PROT_RW);
+  if (meta < MIA_SLICE_SIZE) mia_prim_protect((uint8_t *)seg + meta, MIA_SLICE_SIZE - meta, MIA_PROT_NONE);
 #else
   (void)seg;
-  (void)on;
 #endif
 }
 
 /* Secure builds: the last OS page of every page is a guard (see
- * mia_page_guard_size).  It is lifted before the slices go back to the
- * segment, since the next page cut there may put blocks in it.  A failed
- * mprotect (the process at its mapping limit) leaves the page unguarded;
- * its blocks never use the guard's room either way. */
-static void mia_page_guard(const mia_page_t *page, size_t span, bool on) {
+ * mia_page_guard_size).  Guards are sticky: a freed page leaves its guard
+ * in place, so a page of the same shape cut there later -- most pages are
+ * one slice -- costs no system call; a page cut over slices whose guards
+ * would fall inside it lifts those.  Every guard goes before the segment
+ * returns to its arena, where anything may use the memory next.  A failed
+ * mprotect (the process at its mapping limit) leaves a page unguarded; its
+ * blocks never use the guard's room either way. */
+static void mia_slice_guard(mia_segment_t *seg, size_t slice, bool on) {
   size_t g = mia_page_guard_size();
-  if (g == 0) return;
+  uint8_t *guard = (uint8_t *)seg + (slice + 1) * MIA_SLICE_SIZE - g;
   if (on) mia_guard_handler_ensure();
-  mia_prim_protect(page->start + span - g, g, on ? MIA_PROT_NONE : MIA_PROT_RW);
+  if (!mia_prim_protect(guard, g, on ? MIA_PROT_NONE : MIA_PROT_RW)) return;
+  if (on) seg->guard_mask |= (uint64_t)1 << slice;
+  else seg->guard_mask &= ~((uint64_t)1 << slice);
+}
+
+static void mia_page_guard_place(mia_segment_t *seg, size_t idx, size_t slices) {
+  if (mia_page_guard_size() == 0) return;
+  for (uint64_t m = seg->guard_mask & slice_bits(idx, slices - 1); m != 0; m &= m - 1)
+    mia_slice_guard(seg, (size_t)__builtin_ctzll(m), false);
+  size_t last = idx + slices - 1;
+  if (!((seg->guard_mask >> last) & 1)) mia_slice_guard(seg, last, true);
+}
+
+/* What a thread segment leaves guarded when it returns to its arena: its
+ * page guards, and bit 0 for the metadata guard (the arena keeps them for
+ * the next thread segment, or lifts them for any other use). */
+static uint64_t mia_segment_guards(const mia_segment_t *seg) {
+#if MIALLOC_SECURE
+  return seg->guard_mask | 1;
+#else
+  (void)seg;
+  return 0;
+#endif
 }
 
 static void mia_segment_header_init(mia_segment_t *seg, mia_subproc_t *sp, size_t size, bool is_zero) {
@@ -83,12 +107,14 @@ static mia_segment_t *mia_segment_new(mia_tld_t *tld, size_t count) {
     if (seg != NULL && find_free_slices(seg->used_mask, count) != 0) return seg;
   }
   bool is_zero;
-  seg = mia_arena_alloc_segments(tld->subproc, tld->heap->arena, 1, &is_zero);
+  uint64_t guards = 0;
+  seg = mia_arena_alloc_segments(tld->subproc, tld->heap->arena, 1, &is_zero, ~(uint64_t)0, &guards);
   if (seg == NULL) return NULL;
   mia_segment_header_init(seg, tld->subproc, MIA_SEGMENT_SIZE, is_zero);
+  seg->guard_mask = guards & ~(uint64_t)1;   /* still set from the memory's last use */
   /* thread segments live long; huge spans come and go too often for two
    * mprotect calls each (their metadata slice holds only their header) */
-  mia_segment_guard(seg, true);
+  if (!(guards & 1)) mia_segment_guard(seg);
   mia_stat_commit(__builtin_popcountll(seg->dirty_mask) * (int64_t)MIA_SLICE_SIZE);
   seg->tld = tld;
   seg->heap = tld->heap;
@@ -101,8 +127,7 @@ static void mia_segment_release(mia_tld_t *tld, mia_segment_t *seg) {
   list_remove(seg->in_full_list ? &tld->segments_full : &tld->segments, seg);
   tld->segment_count--;
   mia_stat_commit(-__builtin_popcountll(seg->dirty_mask) * (int64_t)MIA_SLICE_SIZE);
-  mia_segment_guard(seg, false);
-  mia_arena_free_segments(seg->subproc, seg, 1);
+  mia_arena_free_segments(seg->subproc, seg, 1, mia_segment_guards(seg));
 }
 
 /* Prefer slices still dirty from an earlier page: they are resident, so
@@ -142,7 +167,7 @@ mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices) {
     seg->in_full_list = true;
   }
   mia_pagemap_set(page->start, slices, page);
-  mia_page_guard(page, slices * MIA_SLICE_SIZE, true);
+  mia_page_guard_place(seg, idx, slices);
   return page;
 }
 
@@ -167,7 +192,6 @@ void mia_segment_page_free(mia_page_t *page) {
   mia_assert(idx >= 1 && page->slice_count > 0 && (seg->used_mask & bits) == bits);
   mia_stat_page(page, -1);
   mia_pagemap_set(page->start, page->slice_count, NULL);
-  mia_page_guard(page, page->slice_count * MIA_SLICE_SIZE, false);
   page->free_key = 0;
   page->block_size = 0;
   page->slice_count = 0;
@@ -266,12 +290,15 @@ void mia_huge_move_to_heap(mia_segment_t *seg, mi_heap_t *heap) {
 }
 
 /* A huge block runs to the end of its span, less the guard page of secure
- * builds; span_guard lifts or sets that guard at the span's current end. */
+ * builds; span_guard lifts or sets that guard at the span's current end
+ * (the last OS page of its last segment: seg->guard_mask says whether it
+ * is set, and the arena keeps it for the next span ending there). */
 static void mia_huge_span_guard(mia_segment_t *seg, bool on) {
   size_t g = mia_page_guard_size();
-  if (g == 0) return;
+  if (g == 0 || on == ((seg->guard_mask & MIA_GUARD_LAST_SLICE) != 0)) return;
   if (on) mia_guard_handler_ensure();
-  mia_prim_protect((uint8_t *)seg + seg->size - g, g, on ? MIA_PROT_NONE : MIA_PROT_RW);
+  if (!mia_prim_protect((uint8_t *)seg + seg->size - g, g, on ? MIA_PROT_NONE : MIA_PROT_RW)) return;
+  seg->guard_mask ^= MIA_GUARD_LAST_SLICE;
 }
 
 static void mia_huge_set_end(mia_page_t *page, mia_segment_t *seg) {
@@ -286,9 +313,11 @@ mia_page_t *mia_huge_page_alloc(mi_heap_t *heap, size_t size, size_t alignment) 
   if (need < size) return NULL;
   size_t count = (need + MIA_SEGMENT_SIZE - 1) / MIA_SEGMENT_SIZE;
   bool is_zero;
-  mia_segment_t *seg = mia_arena_alloc_segments(sp, heap->arena, count, &is_zero);
+  uint64_t guards = 0;
+  mia_segment_t *seg = mia_arena_alloc_segments(sp, heap->arena, count, &is_zero, MIA_GUARD_LAST_SLICE, &guards);
   if (seg == NULL) return NULL;
   mia_segment_header_init(seg, sp, count * MIA_SEGMENT_SIZE, is_zero);
+  seg->guard_mask = guards;   /* the span's end guard, if still set */
   seg->is_huge = true;
   seg->used_mask = MIA_ALL_SLICES;
   mia_page_t *page = &seg->pages[1];
@@ -339,7 +368,7 @@ void mia_huge_page_shrink(mia_page_t *page, size_t newsize) {
   seg->size = want * MIA_SEGMENT_SIZE;
   mia_huge_set_end(page, seg);
   mia_stat_huge(-(int64_t)((count - want) * MIA_SEGMENT_SIZE), 0);
-  mia_arena_free_segments(seg->subproc, tail, count - want);
+  mia_arena_free_segments(seg->subproc, tail, count - want, 0);
 }
 
 void mia_huge_page_free(mia_page_t *page) {
@@ -361,10 +390,9 @@ void mia_huge_release(mia_page_t *page) {
   size_t count = seg->size / MIA_SEGMENT_SIZE;
   mia_pagemap_set(page->start, count * MIA_SEGMENT_SLICES - 1, NULL);
   mia_stat_huge(-(int64_t)seg->size, -1);
-  mia_huge_span_guard(seg, false);
   page->free_key = 0;
   page->block_size = 0;
-  mia_arena_free_segments(seg->subproc, seg, count);
+  mia_arena_free_segments(seg->subproc, seg, count, seg->guard_mask & MIA_GUARD_LAST_SLICE);
 }
 
 /* ---- abandonment and reclaim ---- */
@@ -474,7 +502,6 @@ void mia_segment_destroy(mia_segment_t *seg) {
     if (page->flags & MIA_PAGE_HAS_SAMPLED) mia_prof_page_destroyed(page);
     if (mia_annotated()) mia_page_visit_live(page, mia_annot_destroyed_block, NULL);
     mia_pagemap_set(page->start, page->slice_count, NULL);
-    mia_page_guard(page, page->slice_count * MIA_SLICE_SIZE, false);
     atomic_store_explicit(&page->theap, NULL, memory_order_relaxed);
     page->free_key = 0;
     mia_stat_page(page, -1);
@@ -482,8 +509,7 @@ void mia_segment_destroy(mia_segment_t *seg) {
   seg->used_mask = 1;
   seg->tld = NULL;
   mia_stat_commit(-__builtin_popcountll(seg->dirty_mask) * (int64_t)MIA_SLICE_SIZE);
-  mia_segment_guard(seg, false);
-  mia_arena_free_segments(seg->subproc, seg, 1);
+  mia_arena_free_segments(seg->subproc, seg, 1, mia_segment_guards(seg));
 }
 
 /* Call fun for every page with blocks in the segment. */

@@ -94,6 +94,7 @@ typedef struct mia_page_s {
   int64_t sample_left;           /* bytes before the sample; <0: not armed */
   int32_t guard_left;            /* blocks before a guarded sample; <0: not armed */
   _Atomic(uint32_t) sampled_live;  /* profiler-sampled blocks alive in the page */
+  uint32_t sample_rest_len;      /* blocks in sample_rest; UINT32_MAX: not known */
 #if MIALLOC_SECURE
   uintptr_t keys[2];             /* free-list encoding keys */
   /* p - start is a multiple of block_size = odd << shift exactly when its
@@ -121,6 +122,7 @@ struct mia_segment_s {
   uint64_t dirty_mask;           /* slices touched since their last purge */
   uint64_t purge_mask;           /* free dirty slices already waited a delay */
   uint64_t purge_at;             /* ms deadline to purge dirty free slices */
+  uint64_t guard_mask;           /* secure: slices whose last OS page is a guard */
   bool is_huge;
   bool in_full_list;
   mi_heap_t *heap;               /* heap of its pages (NULL: the main heap) */
@@ -142,6 +144,7 @@ struct mia_arena_s {
   struct mia_arena_s *next;
   uint64_t *used_map;            /* one bit per segment, claimed */
   uint64_t *dirty_map;           /* one bit per free segment not yet purged */
+  uint64_t *guards;              /* secure: per free segment, the guards still set */
 };
 
 /* A segment owner: the thread's segments for one heap, and that heap's

@@ -63,6 +63,19 @@ void *mia_prim_reserve(size_t size, size_t alignment, bool allow_thp) {
   return (void *)start;
 }
 
+/* Keep transparent huge pages out of a range whose protection changes page
+ * by page: every mprotect there would split a huge page first (twice the
+ * cost of a plain one here), and the guard pages leave nothing whole to
+ * back with one anyway. */
+void mia_prim_no_thp(void *p, size_t size) {
+#ifdef MADV_NOHUGEPAGE
+  madvise(p, size, MADV_NOHUGEPAGE);
+#else
+  (void)p;
+  (void)size;
+#endif
+}
+
 void mia_prim_release(void *p, size_t size) {
   if (p != NULL && size > 0) munmap(p, size);
 }

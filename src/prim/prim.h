@@ -26,6 +26,7 @@ typedef void (mia_prim_fault_fun)(int sig, void *addr, void *info, void *ctx);
 bool   mia_prim_on_segv(mia_prim_fault_fun *fn, mia_prim_fault_fun **old_fun, void (**old_plain)(int));
 void   mia_prim_default_segv(void);
 void  *mia_prim_reserve_huge_pages(size_t size);
+void   mia_prim_no_thp(void *p, size_t size);
 size_t mia_prim_page_size(void);
 bool   mia_prim_thp_available(void);
 size_t mia_prim_numa_node_count(void);

@@ -2,8 +2,11 @@
  * checked in a re-executed child with the variable set:
  *   MIALLOC_PURGE_DELAY=0          freed memory leaves RSS at once
  *   MIALLOC_RESERVE_OS_MEMORY=256MiB  an arena of that size exists at start
- *   MIALLOC_ALLOW_LARGE_OS_PAGES=1 arenas are marked for huge pages (VmFlags hg)
+ *   MIALLOC_ALLOW_LARGE_OS_PAGES=1 arenas are marked for huge pages (VmFlags hg),
+ *                                  except in secure builds, whose pages each end
+ *                                  with a guard page (VmFlags nh: never)
  */
+#include "config.h"
 #include "mialloc.h"
 #include "../tap.h"
 #include "../rss.h"
@@ -101,8 +104,13 @@ int main(int argc, char **argv) {
          "MIALLOC_RESERVE_OS_MEMORY=256MiB: an arena of exactly that size, used first");
   TAP_OK(run("reserve", "MIALLOC_VERBOSE=0") == 1,
          "without it the first arena has the default size (not 256 MiB)");
+#if MIALLOC_SECURE
+  TAP_OK(run("thp", "MIALLOC_ALLOW_LARGE_OS_PAGES=1") == 1,
+         "secure build: MIALLOC_ALLOW_LARGE_OS_PAGES=1 is ignored, the arena is not marked for huge pages");
+#else
   TAP_OK(run("thp", "MIALLOC_ALLOW_LARGE_OS_PAGES=1") == 0,
          "MIALLOC_ALLOW_LARGE_OS_PAGES=1: the arena is marked for huge pages");
+#endif
   TAP_OK(run("nothp", "MIALLOC_ALLOW_LARGE_OS_PAGES=0") == 0,
          "without it the arena is not marked");
   return tap_done();
