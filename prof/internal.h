@@ -15,6 +15,7 @@
 #include "mialloc.h"
 #include "mialloc-prof.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -66,9 +67,13 @@ typedef struct prof_table_s {
   size_t mask; /* buckets - 1 */
   _Atomic(prof_loc_t *) *buckets;
   _Atomic size_t count;
+  pthread_mutex_t chunk_lock; /* entries are carved from chunks (location.c) */
+  uint8_t *chunk_next;
+  size_t chunk_left;
 } prof_table_t;
 
 bool prof_table_init(prof_table_t *t, mi_heap_t *heap, size_t buckets);
+void prof_table_after_fork(prof_table_t *t);
 prof_loc_t *prof_table_get(prof_table_t *t, pid_t tid, const uintptr_t *frames, unsigned depth);
 typedef void prof_loc_visit_fun(prof_loc_t *loc, void *arg);
 void prof_table_visit(prof_table_t *t, prof_loc_visit_fun *fun, void *arg);

@@ -8,7 +8,11 @@
  * at once, the loser of the CAS re-walks the entries that appeared in front
  * of the chain it saw, finds the winner's entry and frees its own: there are
  * never two entries for one key.  Entries live in the profiler's private
- * heap, which is excluded from sampling.
+ * heap, which is excluded from sampling, in chunks carved with a bump
+ * pointer: allocating each from the heap would give every sampled thread a
+ * part of the private heap of its own -- a segment, a few pages touched for
+ * a few entries, kept after the thread exits.  A program whose threads come
+ * and go paid two dozen page faults per thread for that.
  */
 #include "internal.h"
 
@@ -26,9 +30,39 @@ static uint64_t hash_key(pid_t tid, const uintptr_t *frames, unsigned depth) {
   return h;
 }
 
+#define PROF_CHUNK_SIZE ((size_t)64 * 1024)
+
+/* size bytes, zeroed, 16-aligned; never freed on their own (the chunks go
+ * with the private heap). */
+static void *chunk_alloc(prof_table_t *t, size_t size) {
+  size = (size + 15) & ~(size_t)15;
+  pthread_mutex_lock(&t->chunk_lock);
+  if (t->chunk_left < size) {
+    size_t csize = size > PROF_CHUNK_SIZE ? size : PROF_CHUNK_SIZE;
+    uint8_t *chunk = mi_heap_zalloc(t->heap, csize);
+    if (chunk == NULL) {
+      pthread_mutex_unlock(&t->chunk_lock);
+      return NULL;
+    }
+    t->chunk_next = chunk;
+    t->chunk_left = csize;
+  }
+  void *p = t->chunk_next;
+  t->chunk_next += size;
+  t->chunk_left -= size;
+  pthread_mutex_unlock(&t->chunk_lock);
+  return p;
+}
+
+/* A child of fork: the parent's other threads may have held the lock. */
+void prof_table_after_fork(prof_table_t *t) { pthread_mutex_init(&t->chunk_lock, NULL); }
+
 bool prof_table_init(prof_table_t *t, mi_heap_t *heap, size_t buckets) {
   size_t n = 1;
   while (n < buckets) n <<= 1;
+  pthread_mutex_init(&t->chunk_lock, NULL);
+  t->chunk_next = NULL;
+  t->chunk_left = 0;
   t->heap = heap;
   t->mask = n - 1;
   t->buckets = mi_heap_calloc(heap, n, sizeof t->buckets[0]);
@@ -56,7 +90,7 @@ prof_loc_t *prof_table_get(prof_table_t *t, pid_t tid, const uintptr_t *frames, 
   prof_loc_t *l = find(head, NULL, h, tid, frames, depth);
   if (l != NULL) return l;
 
-  prof_loc_t *fresh = mi_heap_zalloc(t->heap, sizeof *fresh + depth * sizeof frames[0]);
+  prof_loc_t *fresh = chunk_alloc(t, sizeof *fresh + depth * sizeof frames[0]);
   if (fresh == NULL) return NULL;
   fresh->hash = h;
   fresh->tid = tid;
@@ -72,10 +106,7 @@ prof_loc_t *prof_table_get(prof_table_t *t, pid_t tid, const uintptr_t *frames, 
     }
     /* head now holds the new first entry: only entries before seen are new */
     l = find(head, seen, h, tid, frames, depth);
-    if (l != NULL) {
-      mi_free(fresh);
-      return l;
-    }
+    if (l != NULL) return l;   /* fresh stays unused in its chunk: rare */
   }
 }
 

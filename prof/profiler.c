@@ -104,6 +104,13 @@ typedef struct sample_data_s {
 } sample_data_t;
 
 static __thread int prof_guard __attribute__((tls_model("initial-exec")));
+/* the thread's id, asked once: gettid is a system call per sample otherwise */
+static __thread pid_t prof_tid __attribute__((tls_model("initial-exec")));
+
+static pid_t current_tid(void) {
+  if (prof_tid == 0) prof_tid = gettid();
+  return prof_tid;
+}
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static mi_pprof_profiler_t *_Atomic live[PROF_MAX_LIVE];
@@ -300,7 +307,7 @@ static size_t on_alloc(mi_heap_t *heap, void *p, size_t size, size_t sample_size
   prof_guard++;
   uintptr_t frames[PROF_MAX_FRAMES];
   unsigned depth = prof_stack_capture(frames, PROF_MAX_FRAMES);
-  prof_loc_t *loc = prof_table_get(&P->table, gettid(), frames, depth);
+  prof_loc_t *loc = prof_table_get(&P->table, current_tid(), frames, depth);
   if (loc == NULL) {
     atomic_fetch_add_explicit(&P->dropped, 1, memory_order_relaxed);
   } else {
@@ -361,6 +368,7 @@ static void atfork_child(void) {
     mi_pprof_profiler_t *P = atomic_load(&live[i]);
     if (P == NULL) continue;
     pthread_mutex_init(&P->write_lock, NULL);
+    prof_table_after_fork(&P->table);
     atomic_store(&P->seq, 0);
     atomic_store(&P->thread_state, THREAD_NONE); /* threads do not survive fork */
     if (P->efd >= 0) {
@@ -371,6 +379,7 @@ static void atfork_child(void) {
   }
   pthread_mutex_init(&live_lock, NULL);
   prof_guard = 0;
+  prof_tid = 0;   /* the child's thread has an id of its own */
 }
 
 __attribute__((destructor)) static void prof_at_exit(void) {
