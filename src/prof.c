@@ -221,6 +221,18 @@ static void *mia_prof_sample(mia_theap_t *theap, size_t size, bool zero, size_t 
 /* The slow path met a page whose countdown ran out: this allocation is
  * the sample.  The held-back blocks return to the free list and are
  * accounted again with the next interval. */
+/* The length of the list after a sample, without walking it (a walk is a
+ * cache miss per block, often the whole list: more than the sample's own
+ * cost).  The sample's nested allocation may have popped blocks of this
+ * page, which the used count shows; if it also collected remote frees
+ * (used goes down too) the result is a little long, which only moves the
+ * next sample.  MIA_LEN_UNKNOWN when the count cannot be right. */
+static size_t mia_rest_len_after(const mia_page_t *page, size_t rest_len, uint32_t used_before) {
+  if (rest_len == UINT32_MAX || page->used < used_before) return MIA_LEN_UNKNOWN;
+  size_t popped = page->used - used_before;
+  return popped <= rest_len ? rest_len - popped : MIA_LEN_UNKNOWN;
+}
+
 /* The sample of a guarded-only stream (see mia_guard_account): the list
  * is intact, rest_len blocks long, and guard_left says how many of them
  * the exact sample would have come after. */
@@ -268,22 +280,23 @@ void *mia_prof_page_due(mia_theap_t *theap, mia_page_t *page, size_t size, bool 
     if (mia_guarded_size_eligible(size)) {
       void *p = mia_guarded_alloc(theap, size, zero);
       if (p != NULL) {
-        mia_prof_account(page, MIA_LEN_UNKNOWN);
+        mia_prof_account(page, rest_len != UINT32_MAX ? rest_len : MIA_LEN_UNKNOWN);   /* list intact */
         return p;
       }
     }
   }
   if (prof_due) {
     int64_t next;
+    uint32_t used_before = page->used;
     void *p = mia_prof_sample(theap, size, zero, page->block_size, &next);
     page->sample_left = next;
-    mia_prof_account(page, MIA_LEN_UNKNOWN);
+    mia_prof_account(page, mia_rest_len_after(page, rest_len, used_before));
     return p;
   }
   /* nothing due for this allocation after all (a guarded sample that did
    * not fit): a plain block, and the streams go on */
   void *block = mia_page_pop(page, zero);
-  mia_prof_account(page, MIA_LEN_UNKNOWN);
+  mia_prof_account(page, rest_len != UINT32_MAX ? rest_len - 1 : MIA_LEN_UNKNOWN);
   return block;
 }
 
