@@ -407,15 +407,18 @@ mia_export bool mi_profile(const mi_profiler_t *profiler) {
   }
   if (!MIALLOC_PROF) {
     mia_error(ENOSYS, "mi_profile: this build has no profiler support (configured with --disable-prof)\n");
+    errno = ENOSYS;
     return false;
   }
   if (profiler->sample_data_size > MI_PROFILE_DATA_MAX || profiler->on_alloc == NULL) {
     mia_error(EINVAL, "mi_profile: sample_data_size %zu exceeds %d or on_alloc is missing\n",
               profiler->sample_data_size, MI_PROFILE_DATA_MAX);
+    errno = EINVAL;
     return false;
   }
   if (__atomic_load_n(&prof->attached, __ATOMIC_ACQUIRE)) {
     mia_error(EBUSY, "mi_profile: a profiler is already attached to this sub-process\n");
+    errno = EBUSY;
     return false;
   }
   prof->profiler = *profiler;
