@@ -88,10 +88,7 @@ static inline void mia_free_secure(void *p) {
     mia_free_secure_slow(page, p);
     return;
   }
-  uintptr_t off = (uintptr_t)p - (uintptr_t)page->start;
-  uint64_t index = (off >> page->div_shift) * page->div_inv;
-  if (mia_unlikely((off & ((1ul << page->div_shift) - 1)) != 0 || index > page->div_limit ||
-                   index >= page->capacity)) {
+  if (mia_unlikely(mia_block_index_exact(page, p) >= page->capacity)) {
     mia_free_secure_slow(page, p);
     return;
   }

@@ -154,9 +154,28 @@ static inline uintptr_t mia_link_decode(const mia_page_t *page, uintptr_t x) {
 #endif
 }
 
+#if MIALLOC_SECURE
+/* The index of the block that starts at p, or a number above the page's
+ * capacity when p is not a block start (see div_inv in types.h). */
+static inline uint64_t mia_block_index_exact(const mia_page_t *page, const void *p) {
+  uint64_t prod = ((uintptr_t)p - (uintptr_t)page->start) * page->div_inv;
+  unsigned shift = page->div_shift;
+  return (prod >> shift) | (prod << ((64 - shift) & 63));   /* rotate right */
+}
+#endif
+
+/* The bytes a page's blocks may occupy (secure builds keep it). */
+static inline uintptr_t mia_page_area_size(const mia_page_t *page) {
+#if MIALLOC_SECURE
+  return page->area_size;
+#else
+  return (uintptr_t)page->reserved * page->block_size;
+#endif
+}
+
 /* Could this link word be one of ours (a link into the page, or the end)? */
 static inline bool mia_link_plausible(const mia_page_t *page, uintptr_t x) {
-  return x == 0 || (x - (uintptr_t)page->start < (uintptr_t)page->reserved * page->block_size && (x & (MIA_WORD_SIZE - 1)) == 0);
+  return x == 0 || (x - (uintptr_t)page->start < mia_page_area_size(page) && (x & (MIA_WORD_SIZE - 1)) == 0);
 }
 
 static inline mia_block_t *mia_block_next(const mia_page_t *page, const mia_block_t *b) {

@@ -69,7 +69,7 @@ void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zer
   for (int i = 0; i < 5; i++) inv *= 2 - odd * inv;
   page->div_shift = (uint8_t)shift;
   page->div_inv = inv;
-  page->div_limit = UINT64_MAX / odd;
+  page->area_size = (uintptr_t)page->reserved * block_size;
 #endif
 }
 

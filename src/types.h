@@ -97,11 +97,12 @@ typedef struct mia_page_s {
   uint32_t sample_rest_len;      /* blocks in sample_rest; UINT32_MAX: not known */
 #if MIALLOC_SECURE
   uintptr_t keys[2];             /* free-list encoding keys */
-  /* p - start is a multiple of block_size = odd << shift exactly when its
-   * low shift bits are clear and (off >> shift) * inverse(odd) <= limit;
-   * the product is then the block index (checked frees, no division) */
+  /* block_size = odd << shift.  rotr((p - start) * inverse(odd), shift) is
+   * the block index when p - start is a multiple of block_size, and above
+   * UINT64_MAX / block_size (so above any capacity) when it is not: one
+   * multiply, one rotate and one compare check a free (no division) */
   uint64_t div_inv;
-  uint64_t div_limit;
+  uintptr_t area_size;           /* reserved * block_size: where links may point */
   uint8_t div_shift;
 #endif
 } __attribute__((aligned(64))) mia_page_t;

@@ -40,5 +40,34 @@ int main(void) {
   TAP_OK(mia_bin_size[mia_bin_of(MIA_LARGE_MAX)] == MIA_LARGE_MAX, "the largest bin is 512 KiB");
   int bins_per_doubling = mia_bin_of(256) - mia_bin_of(128);
   TAP_OK(bins_per_doubling == 4, "four bins per power of two (%d)", bins_per_doubling);
+#if MIALLOC_SECURE
+  /* secure frees check "p is a block start" by a multiply and a rotate
+   * (mia_block_index_exact): for every bin, every 8-byte offset of a page
+   * and some past its end, the answer and the index must be the division's */
+  bool exact = true;
+  size_t bad_size = 0, bad_off = 0;
+  static mia_page_t page;   /* only its fields are used, not its memory */
+  for (uint8_t bin = 1; bin <= MIA_BIN_COUNT && exact; bin++) {
+    size_t bsize = mia_bin_size[bin];
+    memset(&page, 0, sizeof page);
+    page.slice_count = (uint16_t)(bsize <= MIA_SMALL_MAX ? 1 : (2 * bsize) / MIA_SLICE_SIZE + 2);
+    page.start = (uint8_t *)((uintptr_t)1 << 40);
+    mia_page_init(&page, bsize, bin, false);
+    page.capacity = page.reserved;
+    size_t span = (size_t)page.reserved * bsize + 2 * bsize;
+    for (size_t off = 0; off < span; off += 8) {
+      uint64_t index = mia_block_index_exact(&page, page.start + off);
+      bool start = off % bsize == 0 && off / bsize < page.capacity;
+      if ((index < page.capacity) != start || (start && index != off / bsize)) {
+        exact = false;
+        bad_size = bsize;
+        bad_off = off;
+        break;
+      }
+    }
+  }
+  TAP_OK(exact, "secure build: the block-start test agrees with division for every bin and offset (%zu at %zu)",
+         bad_size, bad_off);
+#endif
   return tap_done();
 }
