@@ -8,9 +8,15 @@ w=$b/tools/mialloc-prof
 "$w" --help | grep -q "Usage: mialloc-prof"; ok $? "--help"
 "$w" -x true 2>/dev/null; [ $? = 2 ]; ok $? "an unknown option is an error"
 env -u MIALLOC_LIB -u MIALLOC_PROF_LIB "$w" --lib /nonexistent true 2>/dev/null; [ $? = 2 ]; ok $? "missing libraries are an error"
-# python3 does not link mialloc: everything comes from the preload
+# python3 does not link mialloc: everything comes from the preload.  The
+# interpreter itself, not a "python3" found first in PATH: a wrapper script
+# there (pyenv's shims are bash scripts that start helpers) would leave
+# profiles of its own helpers next to python's, and the glob below could
+# pick one of those.
+py=/usr/bin/python3
+[ -x "$py" ] || py=$(command -v python3)
 cd "$tmp" || exit 1
-"$w" -r 64K -- python3 -c 'x = [bytes(1000) for i in range(20000)]' >"$tmp/out" 2>&1
+"$w" -r 64K -- "$py" -c 'x = [bytes(1000) for i in range(20000)]' >"$tmp/out" 2>&1
 ok $? "mialloc-prof python3 ... runs"
 set -- "$tmp"/python3.*.0.pb.gz
 [ -f "$1" ]; ok $? "the default base is ./PROGRAM: $(basename "$1")"
