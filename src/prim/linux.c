@@ -93,6 +93,15 @@ bool mia_prim_protect(void *p, size_t size, mia_prot_t prot) {
   return mprotect(p, size, flags) == 0;
 }
 
+#ifndef MADV_GUARD_INSTALL   /* <sys/mman.h> of glibc < 2.41 */
+#define MADV_GUARD_INSTALL 102
+#define MADV_GUARD_REMOVE  103
+#endif
+
+bool mia_prim_guard_set(void *p, size_t size) { return madvise(p, size, MADV_GUARD_INSTALL) == 0; }
+
+bool mia_prim_guard_lift(void *p, size_t size) { return madvise(p, size, MADV_GUARD_REMOVE) == 0; }
+
 /* ---- SIGSEGV, for guarded sampling ---- */
 
 static mia_prim_fault_fun *mia_segv_fn;
