@@ -15,12 +15,17 @@
 #include "mialloc.h"
 #include "mialloc-prof.h"
 
+#include <execinfo.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#if MIALLOC_PROF_LIBUNWIND
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#endif
 
 #define PROF_MAX_FRAMES 64
 #define PROF_COUNT_SHIFT 16 /* counts are fixed point with 16 fraction bits */
@@ -80,9 +85,36 @@ void prof_table_visit(prof_table_t *t, prof_loc_visit_fun *fun, void *arg);
 
 /* --- stack capture (stack.c) --------------------------------------------- */
 void prof_stack_init(void);
-/* Capture the caller's stack, leaf first, without the profiler's and the
- * allocator's own frames.  Returns the number of frames stored. */
-unsigned prof_stack_capture(uintptr_t *frames, unsigned max);
+#define PROF_RAW_FRAMES (PROF_MAX_FRAMES + 16)   /* room for our own frames */
+#if MIALLOC_PROF_LIBUNWIND
+/* A thread's first unw_backtrace builds its cache (an mmap and about 80,000
+ * instructions), worth it only for a thread that samples again and again:
+ * its first few samples take backtrace, which returns the same frames. */
+#define PROF_UNWIND_CACHE_AFTER 4
+extern __thread unsigned prof_thread_captures __attribute__((tls_model("initial-exec")));
+static inline __attribute__((always_inline)) int prof_stack_unwind(void **raw, int max) {
+  if (prof_thread_captures >= PROF_UNWIND_CACHE_AFTER) return unw_backtrace(raw, max);
+  prof_thread_captures++;
+  return backtrace(raw, max);
+}
+#else
+static inline __attribute__((always_inline)) int prof_stack_unwind(void **raw, int max) {
+  return backtrace(raw, max);
+}
+#endif
+/* The return addresses of the caller's stack, leaf first, without the
+ * profiler's and the allocator's own frames: raw holds n of them as
+ * prof_stack_unwind gave them in the capturing function (inline, so that
+ * the capture adds no frame of its own: every frame unwound costs).  The
+ * capturing function's own frame is dropped.  Returns the number stored. */
+unsigned prof_stack_trim(void *const *raw, int n, uintptr_t *frames, unsigned max);
+/* For the function that captures: gcc would split its early-return head
+ * from its body (".part"), one more frame for every capture to unwind. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define prof_capturing __attribute__((optimize("no-partial-inlining")))
+#else
+#define prof_capturing
+#endif
 
 /* --- mappings (maps.c) ----------------------------------------------------- */
 typedef struct prof_mapping_s {

@@ -295,7 +295,7 @@ static bool add_clamped(_Atomic uint64_t *acc, uint64_t add, uint64_t interval) 
   return trig;
 }
 
-static size_t on_alloc(mi_heap_t *heap, void *p, size_t size, size_t sample_size, void *data, void *arg) {
+static prof_capturing size_t on_alloc(mi_heap_t *heap, void *p, size_t size, size_t sample_size, void *data, void *arg) {
   (void)heap;
   (void)p;
   mi_pprof_profiler_t *P = arg;
@@ -305,8 +305,9 @@ static size_t on_alloc(mi_heap_t *heap, void *p, size_t size, size_t sample_size
     return next;
   }
   prof_guard++;
+  void *raw[PROF_RAW_FRAMES];
   uintptr_t frames[PROF_MAX_FRAMES];
-  unsigned depth = prof_stack_capture(frames, PROF_MAX_FRAMES);
+  unsigned depth = prof_stack_trim(raw, prof_stack_unwind(raw, PROF_RAW_FRAMES), frames, PROF_MAX_FRAMES);
   prof_loc_t *loc = prof_table_get(&P->table, current_tid(), frames, depth);
   if (loc == NULL) {
     atomic_fetch_add_explicit(&P->dropped, 1, memory_order_relaxed);

@@ -16,6 +16,7 @@
 #define mia_likely(x)   __builtin_expect(!!(x), 1)
 #define mia_unlikely(x) __builtin_expect(!!(x), 0)
 #define mia_noinline    __attribute__((noinline))
+#define mia_always_inline inline __attribute__((always_inline))
 #define mia_cold        __attribute__((cold, noinline))
 #define mia_export      __attribute__((visibility("default")))
 

@@ -135,6 +135,12 @@ void mia_page_collect(mia_page_t *page) {
       page->local_free = head;
       mia_assert(n <= page->used);   /* more blocks came back than were out */
       page->used -= n;
+      /* other threads may have freed the page's last sampled block: its
+       * frees can skip the sample check again (only the owner, here,
+       * changes the flags; a new sample comes from the owner too) */
+      if (mia_unlikely(page->flags & MIA_PAGE_HAS_SAMPLED) &&
+          atomic_load_explicit(&page->sampled_live, memory_order_acquire) == 0)
+        mia_page_set_flag(page, MIA_PAGE_HAS_SAMPLED, false);
     }
   }
   if (page->free != NULL) return;

@@ -153,14 +153,15 @@ void mia_prof_account(mia_page_t *page, size_t len) {
   int64_t bsize = (int64_t)page->block_size;
   int64_t left = prof ? page->sample_left : INT64_MAX;
   int64_t gleft = guard ? page->guard_left : INT64_MAX;
-  /* blocks before the first sample point */
-  int64_t k = left / bsize;
-  if (gleft < k) k = gleft;
-  if (len != MIA_LEN_UNKNOWN && (uint64_t)k >= len) {
+  /* the common case, no sample point inside the list, without dividing */
+  if (len != MIA_LEN_UNKNOWN && gleft >= (int64_t)len && left >= (int64_t)len * bsize) {
     if (prof) page->sample_left = left - (int64_t)len * bsize;
     if (guard) page->guard_left = (int32_t)(gleft - (int64_t)len);
     return;
   }
+  /* blocks before the first sample point */
+  int64_t k = left / bsize;
+  if (gleft < k) k = gleft;
   mia_block_t *prev = NULL, *b = page->free;
   int64_t walked = 0;
   while (b != NULL && walked < k) {
@@ -177,9 +178,11 @@ void mia_prof_account(mia_page_t *page, size_t len) {
   else page->free = NULL;
 }
 
-/* Allocate size bytes with a sample header in front, and report it. */
-static void *mia_prof_sample(mia_theap_t *theap, size_t size, bool zero, size_t sample_size,
-                             int64_t *next) {
+/* Allocate size bytes with a sample header in front, and report it.
+ * Inline: the profiler unwinds every frame between malloc and its callback,
+ * and each costs it more than this function's body. */
+static mia_always_inline void *mia_prof_sample(mia_theap_t *theap, size_t size, bool zero, size_t sample_size,
+                                               int64_t *next) {
   mia_prof_t *prof = mia_prof_of(theap);
   /* debug builds asked for room for a padding record: the program's size
    * is what the profiler hears of (the nested allocation adds it again) */
@@ -300,9 +303,9 @@ void *mia_prof_page_due(mia_theap_t *theap, mia_page_t *page, size_t size, bool 
   return block;
 }
 
-/* Huge allocations: one countdown per theap. */
+/* Huge allocations (the caller checked size > MIA_LARGE_MAX): one countdown per theap. */
 bool mia_prof_malloc(mia_theap_t *theap, size_t size, bool zero, void **out) {
-  if (size <= MIA_LARGE_MAX || size > MIA_MAX_ALLOC_SIZE || !mia_prof_active(theap)) return false;
+  if (size > MIA_MAX_ALLOC_SIZE || !mia_prof_active(theap)) return false;
   if (theap->huge_sample_left < 0) theap->huge_sample_left = mia_prof_draw(theap);
   size_t bsize = mi_good_size(size);
   if (theap->huge_sample_left >= (int64_t)bsize) {

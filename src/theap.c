@@ -202,8 +202,8 @@ void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) {
     page = theap->pages[bin].first;
     if (page != NULL && page->free != NULL) goto pop;
   }
-  if (mia_unlikely(mia_sampling_on())) {
-    void *p;
+  if (mia_unlikely(mia_sampling_on()) && size > MIA_LARGE_MAX) {
+    void *p;   /* huge: sampled here, the rest on their pages' streams */
     if (mia_prof_malloc(theap, size, zero, &p)) return p;
   }
   if (atomic_load_explicit(&theap->remote_pages, memory_order_relaxed) != NULL)

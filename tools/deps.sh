@@ -4,10 +4,10 @@
 # sudo) when something is missing.
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
-# zlib1g-dev: libmialloc-prof; golang-go (go tool pprof), google-perftools
+# zlib1g-dev and libunwind-dev: libmialloc-prof; golang-go (go tool pprof), google-perftools
 # (google-pprof), binutils (their symboliser) and groff: the profiler tests;
 # clang: make fuzz (libFuzzer)
-pkgs="build-essential autoconf automake libtool pkg-config g++ zlib1g-dev valgrind golang-go google-perftools binutils groff-base clang"
+pkgs="build-essential autoconf automake libtool pkg-config g++ zlib1g-dev libunwind-dev valgrind golang-go google-perftools binutils groff-base clang"
 if [ -f "$here/../tests/userland/deps.txt" ]; then
   pkgs="$pkgs $(grep -v '^#' "$here/../tests/userland/deps.txt" | tr '\n' ' ')"
 fi
