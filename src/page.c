@@ -58,6 +58,7 @@ void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zer
   page->is_zero_init = is_zero;
   page->sample_rest = NULL;
   page->sample_rest_len = UINT32_MAX;
+  page->sample_rest_is_zero = false;
   page->sample_left = -1;
   page->guard_left = -1;
   atomic_store_explicit(&page->sampled_live, 0, memory_order_relaxed);
@@ -153,7 +154,7 @@ void mia_page_collect(mia_page_t *page) {
     page->sample_rest_len = UINT32_MAX;
     page->sample_left = -1;
     page->guard_left = -1;
-    page->free_is_zero = false;
+    page->free_is_zero = page->sample_rest_is_zero;
     return;
   }
   if (page->local_free != NULL) {

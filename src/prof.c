@@ -129,6 +129,7 @@ static void mia_guard_account(mia_page_t *page, size_t len) {
   }
   page->sample_rest = page->free;
   page->sample_rest_len = (uint32_t)len;
+  page->sample_rest_is_zero = page->free_is_zero;
   page->free = NULL;
 }
 
@@ -174,6 +175,7 @@ void mia_prof_account(mia_page_t *page, size_t len) {
   if (b == NULL) return;
   page->sample_rest = b;
   page->sample_rest_len = len != MIA_LEN_UNKNOWN ? (uint32_t)(len - (size_t)walked) : UINT32_MAX;
+  page->sample_rest_is_zero = page->free_is_zero;
   if (prev != NULL) mia_block_set_next(page, prev, NULL);
   else page->free = NULL;
 }
@@ -257,7 +259,9 @@ void *mia_prof_page_due(mia_theap_t *theap, mia_page_t *page, size_t size, bool 
   page->free = page->sample_rest;
   page->sample_rest = NULL;
   page->sample_rest_len = UINT32_MAX;
-  page->free_is_zero = false;
+  /* held-back blocks were never handed out: as zero as when they were
+   * cut off (calloc skips the memset on fresh pages) */
+  page->free_is_zero = page->sample_rest_is_zero;
   if (!mia_streams_counting(theap, page)) {
     page->sample_left = -1;   /* sampling stopped: the page is plain again */
     page->guard_left = -1;
@@ -270,6 +274,7 @@ void *mia_prof_page_due(mia_theap_t *theap, mia_page_t *page, size_t size, bool 
     void *block = mia_page_pop(page, zero);
     page->sample_rest = page->free;
     page->sample_rest_len = rest_len != UINT32_MAX ? (uint32_t)rest_len - 1 : UINT32_MAX;
+    page->sample_rest_is_zero = page->free_is_zero;
     if (guard_only && page->guard_left > 0) page->guard_left--;   /* one handed out */
     page->free = NULL;
     return block;

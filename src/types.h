@@ -95,6 +95,7 @@ typedef struct mia_page_s {
   int32_t guard_left;            /* blocks before a guarded sample; <0: not armed */
   _Atomic(uint32_t) sampled_live;  /* profiler-sampled blocks alive in the page */
   uint32_t sample_rest_len;      /* blocks in sample_rest; UINT32_MAX: not known */
+  bool sample_rest_is_zero;      /* free_is_zero of the list sample_rest was cut from */
 #if MIALLOC_SECURE
   uintptr_t keys[2];             /* free-list encoding keys */
   /* block_size = odd << shift.  rotr((p - start) * inverse(odd), shift) is
