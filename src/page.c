@@ -119,7 +119,7 @@ bool mia_page_extend(mia_page_t *page) {
   page->capacity += (uint32_t)n;
   mia_assert(page->capacity <= page->reserved);
   if (mia_padded()) mia_check_fresh_blocks(page, first, n);
-  if (mia_unlikely(mia_sampling_on())) mia_prof_account(page, n);
+  if (mia_unlikely(mia_sampling_on())) mia_prof_account_refill(page, n);
   return true;
 }
 
@@ -162,7 +162,7 @@ void mia_page_collect(mia_page_t *page) {
     page->local_free = NULL;
     page->free_is_zero = false;
     /* every block not handed out is on this list now */
-    if (mia_unlikely(mia_sampling_on())) mia_prof_account(page, page->capacity - page->used);
+    if (mia_unlikely(mia_sampling_on())) mia_prof_account_refill(page, page->capacity - page->used);
   }
 }
 
