@@ -13,9 +13,12 @@
  *   - the first call of each does the one-time work (backtrace dlopens libgcc_s,
  *     which allocates and takes the loader lock; unw_backtrace creates its
  *     pthread key and the main thread's cache).  prof_stack_init makes those
- *     calls at start-up, outside any allocation.  libunwind's key is then
- *     one of the first a process creates, so pthread_setspecific keeps it in
- *     the thread's static array and never allocates;
+ *     calls when the profiler starts, outside any allocation.  Started from
+ *     the environment (at start-up), libunwind's key is one of the first a
+ *     process creates, so pthread_setspecific keeps it in the thread's
+ *     static array and never allocates; a profiler started late may get a
+ *     key past that array, whose first use in a thread allocates (under the
+ *     guard below, inside a sample, where nested allocations are allowed);
  *   - a thread's first unw_backtrace maps its cache with mmap, not malloc;
  *     a cache miss looks the frame up with dl_iterate_phdr under libunwind's
  *     own lock (signals blocked), never malloc's.  backtrace finds unwind

@@ -279,6 +279,18 @@ if [ $asan = yes ]; then
   skip "guarded sampling ($mode)" "AddressSanitizer build: ASan owns SIGSEGV"
 elif [ $guarded = yes ]; then
   guarded_count() { sed -n 's/^misuse: guarded \([0-9]*\) of.*/\1/p' "$out"; }
+  # traps PROG ARG WHAT KIND DESCRIPTION: PROG's misuse of its 64-byte
+  # guarded victim must trap at once with "KIND guarded block VICTIM"
+  traps() {
+    # shellcheck disable=SC2086
+    run "$1" $G -- "$2"
+    want_rc 139
+    grep -q '^misuse: wrote' "$out" && problem "$3 did not trap at once"
+    p=$(victim)
+    grep -qF "mialloc: error: $4 guarded block $p (64 bytes)" "$err" ||
+      problem "no 'mialloc: error: $4 guarded block $p (64 bytes)'"
+    check "$5"
+  }
   # The slots' closed pages are guard markers where the kernel has them
   # (Linux 6.13), mprotect before: the traps are checked both ways, the
   # second through a seccomp filter that refuses the markers as an older
@@ -293,25 +305,13 @@ elif [ $guarded = yes ]; then
       launch="$dir/no-guard-markers"
     fi
     for over in 1 64; do
-      # shellcheck disable=SC2086
-      run overflow $G -- $over
-      want_rc 139
-      grep -q '^misuse: wrote' "$out" && problem "the overflowing write did not trap at once"
-      p=$(victim)
-      grep -qF "mialloc: error: heap overflow past guarded block $p (64 bytes)" "$err" ||
-        problem "no 'mialloc: error: heap overflow past guarded block $p (64 bytes)'"
-      check "guarded sampling, rate 1 ($mode): ${kernel}a $over-byte overflow traps at once (SIGSEGV) with a message"
+      traps overflow $over "the overflowing write" "heap overflow past" \
+        "guarded sampling, rate 1 ($mode): ${kernel}a $over-byte overflow traps at once (SIGSEGV) with a message"
     done
     for where in first middle; do
       what="the first word"; [ $where = middle ] && what="a middle byte"
-      # shellcheck disable=SC2086
-      run uaf-write $G -- $where
-      want_rc 139
-      grep -q '^misuse: wrote' "$out" && problem "the write into the freed block did not trap at once"
-      p=$(victim)
-      grep -qF "mialloc: error: use after free of guarded block $p (64 bytes)" "$err" ||
-        problem "no 'mialloc: error: use after free of guarded block $p (64 bytes)'"
-      check "guarded sampling, rate 1 ($mode): ${kernel}a write to $what of a freed block traps (SIGSEGV)"
+      traps uaf-write $where "the write into the freed block" "use after free of" \
+        "guarded sampling, rate 1 ($mode): ${kernel}a write to $what of a freed block traps (SIGSEGV)"
     done
     run guarded-sample MIALLOC_GUARDED_SAMPLE_RATE=1 MIALLOC_GUARDED_MIN=16 MIALLOC_GUARDED_MAX=64KiB -- 64 200
     want_rc 0; g=$(guarded_count)
