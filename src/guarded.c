@@ -1,20 +1,27 @@
 /* guarded.c -- guarded sampling: about one in MIALLOC_GUARDED_SAMPLE_RATE
  * allocations is placed at the end of a 4 KiB page followed by a page
  * that is never accessible, so an overflow past it traps at once.  Freed
- * guarded blocks are made inaccessible and kept in quarantine for a while,
- * so a use after free traps too; a SIGSEGV handler names the block.
+ * guarded blocks are made inaccessible and stay so for a while (at least
+ * MIA_GUARD_QUARANTINE guarded allocations), so a use after free traps too;
+ * a SIGSEGV handler names the block.
  *
  * Which allocations are sampled is decided by the same per-page streams
  * as the profiler's (prof.c): zero cost on the fast paths, and none at all
  * when the option is 0.  The blocks live in dedicated segments of slots
- * (4 KiB data + 4 KiB guard): a sample costs two system calls (open the
- * slot, close it at free), never a segment or a page of its own.
+ * (4 KiB data + 4 KiB guard), never a segment or a page of their own.
  *
- * Closed pages are guard markers where the kernel has them (Linux 6.13):
- * setting and lifting one leaves the mapping alone, where mprotect splits
- * it and merges it back, so a sample costs about 40% less (the page fault
- * of the block's first touch included; the page comes back zeroed).  Older
- * kernels get mprotect, and the block keeps its page across reuse.
+ * What a sample costs is system calls, so the layout is made for cheap
+ * ones.  Every page of a slot is a mapping of its own: the guard pages are
+ * excluded from core dumps, the data pages are not, so the kernel can
+ * never merge them, and opening or closing a data page changes one whole
+ * mapping's protection without splitting or merging any (about 1.2 us a
+ * call here, against 4 us for an mprotect that splits).  Closing keeps the
+ * page, so a slot used again does not fault.  Where the kernel has guard
+ * markers (Linux 6.13), the guard pages are markers, which survive a
+ * protection change of the range around them: one mprotect then reopens a
+ * run of neighbouring slots, and slots are handed out in address order
+ * (a cursor going round) so the runs are long.  A sample then costs about
+ * 2 us: the close at free and an eighth of a reopen.
  */
 #include "internal.h"
 
@@ -24,15 +31,23 @@
 #define MIA_GUARD_PER_SLICE (MIA_SLICE_SIZE / MIA_GUARD_SLOT) /* 8 */
 #define MIA_GUARD_SLOTS     ((MIA_SEGMENT_SLICES - 1) * MIA_GUARD_PER_SLICE)
 #define MIA_GUARD_MAX_SEGMENTS 16
-#define MIA_GUARD_QUARANTINE 256
+#define MIA_GUARD_QUARANTINE 256    /* guarded allocations a freed slot stays closed for, at least */
+#define MIA_GUARD_OPEN_RUN  8       /* slots one mprotect reopens, at most */
 #define MIA_GUARD_MAX_SIZE  (MIA_GUARD_PAGE - 16)
 
-enum { SLOT_FREE = 0, SLOT_LIVE = 1, SLOT_QUARANTINED = 2 };
+enum {
+  SLOT_UNPREPARED = 0,   /* its slice's guard pages are not set yet */
+  SLOT_OPEN,             /* free, data page accessible */
+  SLOT_LIVE,             /* handed out */
+  SLOT_CLOSED,           /* freed, data page inaccessible (quarantine) */
+  SLOT_BUSY,             /* a thread is changing its protection */
+};
 
 typedef struct mia_guard_seg_s {
   mia_segment_t *seg;
-  bool markers;                     /* closed pages are guard markers, not PROT_NONE */
-  uint32_t size[MIA_GUARD_SLOTS];   /* bytes asked for */
+  bool markers;                         /* guard pages are guard markers, not PROT_NONE */
+  uint32_t size[MIA_GUARD_SLOTS];       /* bytes asked for */
+  uint32_t closed_at[MIA_GUARD_SLOTS];  /* mia_guard_seq when it was freed */
   uint8_t state[MIA_GUARD_SLOTS];
 } mia_guard_seg_t;
 
@@ -40,11 +55,8 @@ bool mia_guarded_enabled;
 static int mia_guard_lock;
 static mia_guard_seg_t *mia_guard_segs[MIA_GUARD_MAX_SEGMENTS];
 static size_t mia_guard_seg_count;
-/* free slots (global indices) and the quarantine, a FIFO */
-static uint32_t mia_guard_free[MIA_GUARD_MAX_SEGMENTS * MIA_GUARD_SLOTS];
-static size_t mia_guard_free_count;
-static uint32_t mia_guard_quar[MIA_GUARD_QUARANTINE];
-static size_t mia_guard_quar_head, mia_guard_quar_len;
+static uint32_t mia_guard_cursor;   /* global index of the next slot to look at */
+static uint32_t mia_guard_seq;      /* guarded allocations so far (wraps) */
 static mia_prim_fault_fun *mia_guard_old_fun;
 static void (*mia_guard_old_plain)(int);
 
@@ -53,9 +65,8 @@ static long mia_guard_rate;
 
 /* ---- slot addressing ---- */
 
-static uint8_t *slot_addr(uint32_t g) {
-  mia_guard_seg_t *gs = mia_guard_segs[g / MIA_GUARD_SLOTS];
-  return (uint8_t *)gs->seg + MIA_SLICE_SIZE + (size_t)(g % MIA_GUARD_SLOTS) * MIA_GUARD_SLOT;
+static uint8_t *slot_in(const mia_guard_seg_t *gs, size_t local) {
+  return (uint8_t *)gs->seg + MIA_SLICE_SIZE + local * MIA_GUARD_SLOT;
 }
 
 /* The block ends at the guard page and is as large as the size class of
@@ -68,28 +79,18 @@ static size_t slot_room(size_t size) {
 
 static uint8_t *slot_user(uint8_t *slot, size_t size) { return slot + MIA_GUARD_PAGE - slot_room(size); }
 
-/* the slot holding p, from its page; -1 if the page is not a guarded one */
-static long slot_of(const mia_page_t *page, const void *p, mia_guard_seg_t **gs_out, size_t *local_out) {
+/* the slot holding p, from its page; false if the page is not a guarded one */
+static bool slot_of(const mia_page_t *page, const void *p, mia_guard_seg_t **gs_out, size_t *local_out) {
   mia_segment_t *seg = mia_segment_of_page(page);
-  for (size_t i = 0; i < mia_guard_seg_count; i++) {
+  for (size_t i = 0; i < MIA_GUARD_MAX_SEGMENTS; i++) {
     mia_guard_seg_t *gs = __atomic_load_n(&mia_guard_segs[i], __ATOMIC_ACQUIRE);
-    if (gs == NULL || gs->seg != seg) continue;
-    size_t local = (size_t)((const uint8_t *)p - ((uint8_t *)seg + MIA_SLICE_SIZE)) / MIA_GUARD_SLOT;
+    if (gs == NULL) break;
+    if (gs->seg != seg) continue;
     *gs_out = gs;
-    *local_out = local;
-    return (long)(i * MIA_GUARD_SLOTS + local);
+    *local_out = (size_t)((const uint8_t *)p - slot_in(gs, 0)) / MIA_GUARD_SLOT;
+    return true;
   }
-  return -1;
-}
-
-/* Open a slot's data page for its block, or close it again. */
-static bool slot_open(const mia_guard_seg_t *gs, uint8_t *slot) {
-  return gs->markers ? mia_prim_guard_lift(slot, MIA_GUARD_PAGE) : mia_prim_protect(slot, MIA_GUARD_PAGE, MIA_PROT_RW);
-}
-
-static void slot_close(const mia_guard_seg_t *gs, uint8_t *slot) {
-  if (gs->markers) mia_prim_guard_set(slot, MIA_GUARD_PAGE);
-  else mia_prim_protect(slot, MIA_GUARD_PAGE, MIA_PROT_NONE);
+  return false;
 }
 
 /* ---- set-up ---- */
@@ -104,7 +105,20 @@ void mia_guard_handler_ensure(void) {
   mia_prim_on_segv(mia_guard_segv, &mia_guard_old_fun, &mia_guard_old_plain);
 }
 
-/* A new segment of slots, all inaccessible; caller holds the lock. */
+/* Set the guard pages of the slice holding slot `first`: each becomes a
+ * mapping of its own (see the top of the file), then a marker or PROT_NONE.
+ * Done when the cursor first reaches the slice, so a program that samples
+ * a little pays for a little. */
+static void slice_prepare(mia_guard_seg_t *gs, size_t first) {
+  for (size_t i = first; i < first + MIA_GUARD_PER_SLICE; i++) {
+    uint8_t *guard = slot_in(gs, i) + MIA_GUARD_PAGE;
+    mia_prim_no_dump(guard, MIA_GUARD_PAGE);
+    if (!gs->markers || !mia_prim_guard_set(guard, MIA_GUARD_PAGE))
+      mia_prim_protect(guard, MIA_GUARD_PAGE, MIA_PROT_NONE);
+  }
+}
+
+/* A new segment of slots; caller holds the lock. */
 static bool mia_guard_add_segment(void) {
   if (mia_guard_seg_count >= MIA_GUARD_MAX_SEGMENTS) return false;
   size_t meta = (sizeof(mia_guard_seg_t) + mia_prim_page_size() - 1) & ~(mia_prim_page_size() - 1);
@@ -122,11 +136,9 @@ static bool mia_guard_add_segment(void) {
   seg->size = MIA_SEGMENT_SIZE;
   seg->used_mask = ~(uint64_t)0;
   seg->heap = &mia_subproc_main.heap_main;
-  mia_prim_no_thp(seg, MIA_SEGMENT_SIZE);   /* its protection changes page by page */
-  /* every slot page starts closed (and, with markers, zeroed) */
-  uint8_t *slots = (uint8_t *)seg + MIA_SLICE_SIZE;
-  gs->markers = mia_prim_guard_set(slots, MIA_SEGMENT_SIZE - MIA_SLICE_SIZE);
-  if (!gs->markers) mia_prim_protect(slots, MIA_SEGMENT_SIZE - MIA_SLICE_SIZE, MIA_PROT_NONE);
+  /* its protection changes page by page; the metadata slice keeps the
+   * arena's setting, so the first data page is a mapping of its own too */
+  mia_prim_no_thp((uint8_t *)seg + MIA_SLICE_SIZE, MIA_SEGMENT_SIZE - MIA_SLICE_SIZE);
   for (size_t s = 1; s < MIA_SEGMENT_SLICES; s++) {
     mia_page_t *page = &seg->pages[s];
     memset(page, 0, sizeof *page);
@@ -139,10 +151,12 @@ static bool mia_guard_add_segment(void) {
     mia_pagemap_set(page->start, 1, page);
   }
   gs->seg = seg;
+  /* markers where the kernel takes one (tried on the first guard page) */
+  gs->markers = mia_prim_guard_set(slot_in(gs, 0) + MIA_GUARD_PAGE, MIA_GUARD_PAGE);
   size_t index = mia_guard_seg_count;
   __atomic_store_n(&mia_guard_segs[index], gs, __ATOMIC_RELEASE);
   mia_guard_seg_count++;
-  for (size_t i = MIA_GUARD_SLOTS; i-- > 0;) mia_guard_free[mia_guard_free_count++] = (uint32_t)(index * MIA_GUARD_SLOTS + i);
+  mia_guard_cursor = (uint32_t)(index * MIA_GUARD_SLOTS);
   if (index == 0) mia_guard_handler_ensure();
   return true;
 }
@@ -183,52 +197,91 @@ int32_t mia_guarded_draw(uint64_t random) {
 
 /* ---- allocation and free ---- */
 
+/* May a freed slot be handed out again?  Not before its quarantine ends. */
+static bool slot_reusable(const mia_guard_seg_t *gs, size_t local) {
+  uint8_t s = gs->state[local];
+  if (s == SLOT_OPEN || s == SLOT_UNPREPARED) return true;
+  return s == SLOT_CLOSED && (uint32_t)(mia_guard_seq - gs->closed_at[local]) >= MIA_GUARD_QUARANTINE;
+}
+
+/* The next slot the cursor finds that may be handed out, adding a segment
+ * when a whole round finds none; -1 if there is none.  Caller holds the lock. */
+static long slot_next(void) {
+  for (int round = 0; round < 2; round++) {
+    size_t total = mia_guard_seg_count * MIA_GUARD_SLOTS;
+    for (size_t n = 0; n < total; n++) {
+      uint32_t g = mia_guard_cursor;
+      mia_guard_cursor = (uint32_t)((g + 1) % total);
+      if (slot_reusable(mia_guard_segs[g / MIA_GUARD_SLOTS], g % MIA_GUARD_SLOTS)) return (long)g;
+    }
+    if (!mia_guard_add_segment()) return -1;
+  }
+  return -1;
+}
+
+/* Make slot `local` (state `was`, now LIVE) and, where one call can, the
+ * reusable closed slots after it accessible.  Takes and drops the lock
+ * around the system calls; the slots in between are BUSY meanwhile. */
+static bool slot_make_open(mia_guard_seg_t *gs, size_t local, uint8_t was) {
+  if (was == SLOT_OPEN) return true;
+  size_t end = local + 1;
+  if (was == SLOT_UNPREPARED) {
+    end = local - local % MIA_GUARD_PER_SLICE + MIA_GUARD_PER_SLICE;
+    for (size_t i = end - MIA_GUARD_PER_SLICE; i < end; i++)
+      if (i != local) gs->state[i] = SLOT_BUSY;
+    mia_unlock(&mia_guard_lock);
+    slice_prepare(gs, end - MIA_GUARD_PER_SLICE);
+    mia_lock(&mia_guard_lock);
+    for (size_t i = end - MIA_GUARD_PER_SLICE; i < end; i++)
+      if (i != local) gs->state[i] = SLOT_OPEN;
+    return true;
+  }
+  /* closed: with markers, the guard pages between stay set */
+  while (gs->markers && end < MIA_GUARD_SLOTS && end < local + MIA_GUARD_OPEN_RUN && gs->state[end] == SLOT_CLOSED &&
+         slot_reusable(gs, end))
+    gs->state[end++] = SLOT_BUSY;
+  mia_unlock(&mia_guard_lock);
+  bool ok = mia_prim_protect(slot_in(gs, local), (end - local) * MIA_GUARD_SLOT - MIA_GUARD_PAGE, MIA_PROT_RW);
+  mia_lock(&mia_guard_lock);
+  for (size_t i = local + 1; i < end; i++) gs->state[i] = ok ? SLOT_OPEN : SLOT_CLOSED;
+  return ok;
+}
+
 void *mia_guarded_alloc(mia_theap_t *theap, size_t size, bool zero) {
   (void)theap;
   /* padded builds ask for the padding too; the guard page does its job */
   if (mia_padded()) size -= MIA_PADDING_SIZE;
   mia_lock(&mia_guard_lock);
-  if (mia_guard_free_count == 0) {
-    /* reuse the oldest quarantined slot before taking more memory */
-    if (mia_guard_quar_len > MIA_GUARD_QUARANTINE / 2 || !mia_guard_add_segment()) {
-      if (mia_guard_quar_len == 0) {
-        mia_unlock(&mia_guard_lock);
-        return NULL;
-      }
-      uint32_t old = mia_guard_quar[mia_guard_quar_head];
-      mia_guard_quar_head = (mia_guard_quar_head + 1) % MIA_GUARD_QUARANTINE;
-      mia_guard_quar_len--;
-      mia_guard_segs[old / MIA_GUARD_SLOTS]->state[old % MIA_GUARD_SLOTS] = SLOT_FREE;
-      mia_guard_free[mia_guard_free_count++] = old;
-    }
-  }
-  uint32_t g = mia_guard_free[--mia_guard_free_count];
-  mia_guard_seg_t *gs = mia_guard_segs[g / MIA_GUARD_SLOTS];
-  gs->state[g % MIA_GUARD_SLOTS] = SLOT_LIVE;
-  gs->size[g % MIA_GUARD_SLOTS] = (uint32_t)size;
-  mia_unlock(&mia_guard_lock);
-  uint8_t *slot = slot_addr(g);
-  if (!slot_open(gs, slot)) {
-    mia_lock(&mia_guard_lock);
-    gs->state[g % MIA_GUARD_SLOTS] = SLOT_FREE;
-    mia_guard_free[mia_guard_free_count++] = g;
+  long g = slot_next();
+  if (g < 0) {
     mia_unlock(&mia_guard_lock);
     return NULL;
   }
-  uint8_t *p = slot_user(slot, size);
-  if (zero && !gs->markers) memset(p, 0, size);   /* a lifted marker leaves a zero page */
+  mia_guard_seg_t *gs = mia_guard_segs[g / MIA_GUARD_SLOTS];
+  size_t local = (size_t)g % MIA_GUARD_SLOTS;
+  uint8_t was = gs->state[local];
+  gs->state[local] = SLOT_LIVE;
+  gs->size[local] = (uint32_t)size;
+  mia_guard_seq++;
+  if (!slot_make_open(gs, local, was)) {
+    gs->state[local] = was;
+    mia_unlock(&mia_guard_lock);
+    return NULL;
+  }
+  mia_unlock(&mia_guard_lock);
+  uint8_t *p = slot_user(slot_in(gs, local), size);
+  if (zero) memset(p, 0, size);   /* a slot keeps its page across uses */
   return p;
 }
 
 void mia_guarded_free(mia_page_t *page, void *p) {
   mia_guard_seg_t *gs;
   size_t local;
-  long g = slot_of(page, p, &gs, &local);
-  if (g < 0) {
+  if (!slot_of(page, p, &gs, &local)) {
     mia_error(EFAULT, "free: %p is in a guarded segment mialloc does not know\n", p);
     return;
   }
-  uint8_t *slot = slot_addr((uint32_t)g);
+  uint8_t *slot = slot_in(gs, local);
   mia_lock(&mia_guard_lock);
   uint8_t state = gs->state[local];
   size_t size = gs->size[local];
@@ -243,36 +296,28 @@ void mia_guarded_free(mia_page_t *page, void *p) {
               (void *)slot_user(slot, size), size);
     return;
   }
-  gs->state[local] = SLOT_QUARANTINED;
+  gs->state[local] = SLOT_BUSY;
   mia_unlock(&mia_guard_lock);
   /* the block's usable bytes end at the guard page: any overflow trapped */
-  slot_close(gs, slot);
+  mia_prim_protect(slot, MIA_GUARD_PAGE, MIA_PROT_NONE);
   mia_lock(&mia_guard_lock);
-  if (mia_guard_quar_len == MIA_GUARD_QUARANTINE) {
-    uint32_t old = mia_guard_quar[mia_guard_quar_head];
-    mia_guard_quar_head = (mia_guard_quar_head + 1) % MIA_GUARD_QUARANTINE;
-    mia_guard_quar_len--;
-    mia_guard_segs[old / MIA_GUARD_SLOTS]->state[old % MIA_GUARD_SLOTS] = SLOT_FREE;
-    mia_guard_free[mia_guard_free_count++] = old;
-  }
-  mia_guard_quar[(mia_guard_quar_head + mia_guard_quar_len) % MIA_GUARD_QUARANTINE] = (uint32_t)g;
-  mia_guard_quar_len++;
+  gs->state[local] = SLOT_CLOSED;
+  gs->closed_at[local] = mia_guard_seq;
   mia_unlock(&mia_guard_lock);
 }
 
 void *mia_guarded_block_start(const mia_page_t *page, const void *p) {
   mia_guard_seg_t *gs;
   size_t local;
-  if (slot_of(page, p, &gs, &local) < 0) return (void *)p;
-  uint8_t *slot = (uint8_t *)gs->seg + MIA_SLICE_SIZE + local * MIA_GUARD_SLOT;
-  return slot_user(slot, gs->size[local]);
+  if (!slot_of(page, p, &gs, &local)) return (void *)p;
+  return slot_user(slot_in(gs, local), gs->size[local]);
 }
 
 size_t mia_guarded_usable(const mia_page_t *page, const void *p) {
   mia_guard_seg_t *gs;
   size_t local;
-  if (slot_of(page, p, &gs, &local) < 0 || gs->state[local] != SLOT_LIVE) return 0;
-  uint8_t *slot = (uint8_t *)gs->seg + MIA_SLICE_SIZE + local * MIA_GUARD_SLOT;
+  if (!slot_of(page, p, &gs, &local) || gs->state[local] != SLOT_LIVE) return 0;
+  uint8_t *slot = slot_in(gs, local);
   uint8_t *user = slot_user(slot, gs->size[local]);
   uint8_t *end = slot + MIA_GUARD_PAGE;
   /* padded builds promise the size asked for, as for their other blocks */
@@ -308,8 +353,8 @@ static void mia_guard_segv(int sig, void *addr, void *info, void *ctx) {
   if (page != NULL && page->is_guarded) {
     mia_guard_seg_t *gs;
     size_t local;
-    if (slot_of(page, addr, &gs, &local) >= 0) {
-      uint8_t *slot = (uint8_t *)gs->seg + MIA_SLICE_SIZE + local * MIA_GUARD_SLOT;
+    if (slot_of(page, addr, &gs, &local)) {
+      uint8_t *slot = slot_in(gs, local);
       size_t size = gs->size[local];
       void *user = slot_user(slot, size);
       if ((uint8_t *)addr >= slot + MIA_GUARD_PAGE)

@@ -76,6 +76,17 @@ void mia_prim_no_thp(void *p, size_t size) {
 #endif
 }
 
+/* Leave a range out of core dumps.  Guarded sampling also uses the flag to
+ * keep neighbouring pages from merging into one mapping. */
+void mia_prim_no_dump(void *p, size_t size) {
+#ifdef MADV_DONTDUMP
+  madvise(p, size, MADV_DONTDUMP);
+#else
+  (void)p;
+  (void)size;
+#endif
+}
+
 void mia_prim_release(void *p, size_t size) {
   if (p != NULL && size > 0) munmap(p, size);
 }
@@ -95,12 +106,9 @@ bool mia_prim_protect(void *p, size_t size, mia_prot_t prot) {
 
 #ifndef MADV_GUARD_INSTALL   /* <sys/mman.h> of glibc < 2.41 */
 #define MADV_GUARD_INSTALL 102
-#define MADV_GUARD_REMOVE  103
 #endif
 
 bool mia_prim_guard_set(void *p, size_t size) { return madvise(p, size, MADV_GUARD_INSTALL) == 0; }
-
-bool mia_prim_guard_lift(void *p, size_t size) { return madvise(p, size, MADV_GUARD_REMOVE) == 0; }
 
 /* ---- SIGSEGV, for guarded sampling ---- */
 

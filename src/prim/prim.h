@@ -18,12 +18,11 @@ void   mia_prim_release(void *p, size_t size);
 bool   mia_prim_purge(void *p, size_t size, bool lazy);
 typedef enum { MIA_PROT_NONE, MIA_PROT_READ, MIA_PROT_RW } mia_prot_t;
 bool   mia_prim_protect(void *p, size_t size, mia_prot_t prot);
-/* Guard markers (Linux >= 6.13): pages that fault on any access, set and
- * lifted without changing the mapping's protection, so without splitting
- * it.  Setting one discards the page's contents; after lifting it the page
- * reads as zero.  false where the kernel has none (EINVAL). */
+/* Guard markers (Linux >= 6.13): pages that fault on any access, set
+ * without changing the mapping's protection, so without splitting it, and
+ * kept through later protection changes of the range around them.
+ * false where the kernel has none (EINVAL). */
 bool   mia_prim_guard_set(void *p, size_t size);
-bool   mia_prim_guard_lift(void *p, size_t size);
 
 /* SIGSEGV: install fn (addr is the faulting address); the previous
  * handler comes back in *old_fun (SA_SIGINFO style) or *old_plain (a plain
@@ -33,6 +32,7 @@ bool   mia_prim_on_segv(mia_prim_fault_fun *fn, mia_prim_fault_fun **old_fun, vo
 void   mia_prim_default_segv(void);
 void  *mia_prim_reserve_huge_pages(size_t size);
 void   mia_prim_no_thp(void *p, size_t size);
+void   mia_prim_no_dump(void *p, size_t size);
 size_t mia_prim_page_size(void);
 bool   mia_prim_thp_available(void);
 size_t mia_prim_numa_node_count(void);

@@ -317,6 +317,11 @@ elif [ $guarded = yes ]; then
     want_rc 0; g=$(guarded_count)
     [ "${g:-0}" = 200 ] || problem "expected all 200 blocks guarded, got ${g:-none}"
     check "guarded sampling, rate 1 ($mode): ${kernel}every eligible allocation sits against a guard page"
+    # shellcheck disable=SC2086
+    run guarded-reuse $G -- 5000 300
+    want_rc 0
+    grep -q '^misuse: reuse checked 6200, bad 0$' "$out" || problem "$(grep '^misuse: reuse' "$out" || echo 'no result line')"
+    check "guarded sampling, rate 1 ($mode): ${kernel}slots are closed at free, kept closed, then reused sound (6200 blocks)"
   done
   launch=""
   run guarded-sample MIALLOC_GUARDED_SAMPLE_RATE=8 MIALLOC_GUARDED_MIN=16 MIALLOC_GUARDED_MAX=64KiB -- 48 4000
