@@ -264,7 +264,11 @@ void *mia_theap_malloc_checked(mia_theap_t *theap, size_t size, bool zero) {
   uint8_t *p = mia_theap_malloc_raw(theap, req, zero && huge);
   if (p == NULL) return NULL;
   mia_page_t *page = mia_page_of(p);
-  if (page->is_guarded) return p;   /* guarded blocks check themselves */
+  if (page->is_guarded) {
+    /* guarded blocks check themselves; a reused slot is not zero */
+    if (zero) memset(p, 0, size);
+    return p;
+  }
   if (!huge) {
     uint8_t *block = mia_page_block_start(page, p);
     if ((uint8_t *)p == block) mia_check_reused(page, block);

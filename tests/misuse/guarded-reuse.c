@@ -30,13 +30,16 @@ static bool all_bytes(const unsigned char *p, size_t n, unsigned char v) {
   return true;
 }
 
-/* A fresh block: its usable bytes end at a guard page; zero if from
- * calloc; writable. */
+/* A fresh block: the page after its usable bytes is a guard page (the
+ * bytes end there, or a little before in builds with padding records,
+ * whose usable size is the size asked for); zero if from calloc;
+ * writable. */
 static int check_new(unsigned char *p, size_t size, bool zeroed, int i) {
   if (p == NULL) return 1;
   uintptr_t end = (uintptr_t)p + mi_usable_size(p);
+  uintptr_t next = (end + page_size - 1) & ~(page_size - 1);
   int bad = 0;
-  if (end % page_size != 0 || readable((void *)end)) bad++;
+  if ((uintptr_t)p < next - page_size || readable((void *)next)) bad++;
   if (zeroed && !all_bytes(p, size, 0)) bad++;
   memset(p, (unsigned char)i, size);
   return bad;
