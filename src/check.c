@@ -373,15 +373,20 @@ static bool mia_block_is_free(mia_page_t *page, const void *p) {
          mia_list_holds(page, (const mia_block_t *)atomic_load_explicit(&page->thread_free, memory_order_acquire), p);
 }
 
-bool mia_free_secure_suspect(mia_page_t *page, void *p) {
-  if (!mia_block_is_free(page, p)) return false;
-  mia_error(EAGAIN, "free: double free of %p (block of %zu bytes)\n", p, page->block_size);
-  return true;
+/* The fast path's first word decoded as a link: a double free, or (all but
+ * never) live data that looks like one.  Frees p in the second case, so the
+ * fast path can jump here without keeping a frame for the call. */
+void mia_free_secure_suspect(mia_page_t *page, void *p) {
+  if (mia_block_is_free(page, p)) {
+    mia_error(EAGAIN, "free: double free of %p (block of %zu bytes)\n", p, page->block_size);
+    return;
+  }
+  mia_free_generic(page, p);
 }
 
 /* Pages with offset blocks (aligned, sampled), huge and guarded blocks,
- * and whatever failed the quick checks. */
-void mia_free_secure_slow(mia_page_t *page, void *p) {
+ * and pointers that are not a block start. */
+static mia_noinline void mia_free_secure_special(mia_page_t *page, void *p) {
   if (page->is_guarded) {
     mia_free_generic(page, p);
     return;
@@ -404,6 +409,23 @@ void mia_free_secure_slow(mia_page_t *page, void *p) {
   if (!page->is_huge && mia_link_plausible(page, mia_link_decode(page, (uintptr_t)((mia_block_t *)block)->next)) &&
       mia_block_is_free(page, block)) {
     mia_error(EAGAIN, "free: double free of %p (block of %zu bytes)\n", p, page->block_size);
+    return;
+  }
+  mia_free_generic(page, p);
+}
+
+/* Everything the fast path's owner test or block-start test turned away.
+ * Most are frees by other threads than the page's owner, of a block start
+ * in a plain page: they get the fast path's checks, then the generic free,
+ * all in tail calls so that this path keeps no frame either. */
+void mia_free_secure_slow(mia_page_t *page, void *p) {
+  bool plain = (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) == 0 && !page->is_huge && !page->is_guarded;
+  if (mia_unlikely(!plain || mia_block_index_exact(page, p) >= page->capacity)) {
+    mia_free_secure_special(page, p);
+    return;
+  }
+  if (mia_unlikely(mia_link_plausible(page, mia_link_decode(page, (uintptr_t)((mia_block_t *)p)->next)))) {
+    mia_free_secure_suspect(page, p);
     return;
   }
   mia_free_generic(page, p);

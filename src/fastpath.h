@@ -76,25 +76,29 @@ static inline void mia_free_raw(mia_page_t *page, void *p) {
 /* Secure builds check every free without a padding record: p must be a
  * block start below the carved part of its page, and its first word must
  * not decode as a free-list link (else it may be free already: the lists
- * are searched, see check.c). */
+ * are searched, see check.c).  The owner test comes first: free_key holds
+ * the page's flags too, so a match also rules out huge, guarded, aligned
+ * and sampled pages, which leaves the checks a plain page needs.  Every
+ * other case is a tail call, so the fast path keeps no frame. */
 static inline void mia_free_secure(void *p) {
   mia_page_t *page = mia_page_of(p);
   if (mia_unlikely(page == NULL)) {
     if (p != NULL) mia_free_invalid(p);
     return;
   }
-  if (mia_unlikely((page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) || page->is_huge ||
-                   page->is_guarded)) {
-    mia_free_secure_slow(page, p);
-    return;
-  }
-  if (mia_unlikely(mia_block_index_exact(page, p) >= page->capacity)) {
+  if (mia_unlikely(page->free_key != mia_prim_thread_id() || mia_block_index_exact(page, p) >= page->capacity)) {
     mia_free_secure_slow(page, p);
     return;
   }
   uintptr_t link = mia_link_decode(page, (uintptr_t)((mia_block_t *)p)->next);
-  if (mia_unlikely(mia_link_plausible(page, link)) && mia_free_secure_suspect(page, p)) return;
-  mia_free_raw(page, p);
+  if (mia_unlikely(mia_link_plausible(page, link))) {
+    mia_free_secure_suspect(page, p);
+    return;
+  }
+  mia_block_t *block = (mia_block_t *)p;
+  mia_block_set_next(page, block, page->local_free);
+  page->local_free = block;
+  if (mia_unlikely(--page->used == 0)) mia_page_retire(page);
 }
 #endif
 

@@ -179,20 +179,27 @@ static inline bool mia_link_plausible(const mia_page_t *page, uintptr_t x) {
   return x == 0 || (x - (uintptr_t)page->start < mia_page_area_size(page) && (x & (MIA_WORD_SIZE - 1)) == 0);
 }
 
-static inline mia_block_t *mia_block_next(const mia_page_t *page, const mia_block_t *b) {
+/* The link of b, decoded; false when it leads out of its page (secure and
+ * debug builds check: it was overwritten by an overflow or a write after
+ * free). */
+static inline bool mia_block_next_ok(const mia_page_t *page, const mia_block_t *b, mia_block_t **next) {
 #if MIALLOC_SECURE || MIALLOC_DEBUG
   uintptr_t x = mia_link_decode(page, (uintptr_t)b->next);
-  /* a link that leads out of its page was overwritten (overflow, or a
-   * write after free): report it and cut the list rather than follow it */
-  if (mia_unlikely(!mia_link_plausible(page, x))) {
-    mia_free_list_corrupted(page, b, x);
-    return NULL;
-  }
-  return (mia_block_t *)x;
+  *next = (mia_block_t *)x;
+  return mia_link_plausible(page, x);
 #else
   (void)page;
-  return b->next;
+  *next = b->next;
+  return true;
 #endif
+}
+
+static inline mia_block_t *mia_block_next(const mia_page_t *page, const mia_block_t *b) {
+  mia_block_t *next;
+  if (mia_likely(mia_block_next_ok(page, b, &next))) return next;
+  /* report it and cut the list rather than follow it */
+  mia_free_list_corrupted(page, b, (uintptr_t)next);
+  return NULL;
 }
 
 static inline void mia_block_set_next(const mia_page_t *page, mia_block_t *b, mia_block_t *next) {
@@ -225,10 +232,7 @@ static inline void mia_block_clear_link(mia_block_t *block) {
 #endif
 }
 
-static inline void *mia_page_pop(mia_page_t *page, bool zero) {
-  mia_block_t *block = page->free;
-  mia_assert((uint8_t *)block >= page->start && page->used < page->capacity);
-  page->free = mia_block_next(page, block);
+static inline void *mia_page_pop_finish(mia_page_t *page, mia_block_t *block, bool zero) {
   mia_block_clear_link(block);
   page->used++;
   if (zero) {
@@ -236,6 +240,18 @@ static inline void *mia_page_pop(mia_page_t *page, bool zero) {
     else mia_memzero(block, page->block_size);
   }
   return block;
+}
+
+void *mia_page_pop_bad_link(mia_page_t *page, bool zero) mia_noinline;
+
+/* A bad link goes to a tail call, so malloc's fast path needs no frame. */
+static inline void *mia_page_pop(mia_page_t *page, bool zero) {
+  mia_block_t *block = page->free;
+  mia_block_t *next;
+  mia_assert((uint8_t *)block >= page->start && page->used < page->capacity);
+  if (mia_unlikely(!mia_block_next_ok(page, block, &next))) return mia_page_pop_bad_link(page, zero);
+  page->free = next;
+  return mia_page_pop_finish(page, block, zero);
 }
 
 /* ---- theaps (theap.c) ---- */
@@ -330,7 +346,7 @@ static inline size_t mia_padded_request(size_t size) {
 void *mia_theap_malloc_checked(mia_theap_t *theap, size_t size, bool zero) mia_noinline;
 void mia_free_checked(void *p) mia_noinline;
 void mia_free_secure_slow(mia_page_t *page, void *p) mia_noinline;
-bool mia_free_secure_suspect(mia_page_t *page, void *p) mia_noinline;
+void mia_free_secure_suspect(mia_page_t *page, void *p) mia_noinline;
 void mia_padding_set(void *p, size_t size);
 size_t mia_padding_usable(const mia_page_t *page, const void *p);
 void mia_check_fresh_blocks(mia_page_t *page, uint8_t *first, size_t n);

@@ -124,6 +124,15 @@ bool mia_page_extend(mia_page_t *page) {
 }
 
 /* Take the blocks other threads freed, then refill free from local_free. */
+/* mia_page_pop found the first free block's link overwritten: report it,
+ * drop the rest of the list (it cannot be trusted) and hand out the block,
+ * which is still a block of the page. */
+void *mia_page_pop_bad_link(mia_page_t *page, bool zero) {
+  mia_block_t *block = page->free;
+  page->free = mia_block_next(page, block);
+  return mia_page_pop_finish(page, block, zero);
+}
+
 void mia_page_collect(mia_page_t *page) {
   if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) != 0) {
     mia_block_t *head = (mia_block_t *)atomic_exchange_explicit(&page->thread_free, 0,
