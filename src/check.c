@@ -199,7 +199,7 @@ void mia_free_checked(void *p) {
   mia_padding_t *pad = mia_padding_of(page, block);
   /* the profiler's header goes with the fill below: report it first (the
    * cookie is cleared, so the ordinary free does not report it again) */
-  if (page->flags & MIA_PAGE_HAS_SAMPLED) mia_prof_free(page, p);
+  if (page->flags & MIA_PAGE_HAS_SAMPLED) mia_prof_free(page, block, p);
 #if MIALLOC_DEBUG
   if (!page->is_huge)
     memset(block + sizeof(mia_block_t), MIA_FREED_FILL, (size_t)((uint8_t *)pad - block) - sizeof(mia_block_t));

@@ -38,7 +38,7 @@ void mia_free_generic(mia_page_t *page, void *p) {
     block = (mia_block_t *)mia_page_block_start(page, p);
   /* a sampled block: the profiler hears of it, whichever thread frees it
    * (after the block start is known: this may clear the page's flag) */
-  if (mia_unlikely(page->flags & MIA_PAGE_HAS_SAMPLED)) mia_prof_free(page, p);
+  if (mia_unlikely(page->flags & MIA_PAGE_HAS_SAMPLED)) mia_prof_free(page, page->is_huge ? page->start : (void *)block, p);
   if (page->is_huge) {
     mia_huge_page_free(page);
     return;

@@ -329,7 +329,7 @@ bool mia_prof_malloc(mia_theap_t *theap, size_t size, bool zero, void **out) mia
 void *mia_prof_page_due(mia_theap_t *theap, mia_page_t *page, size_t size, bool zero) mia_noinline;
 #define MIA_LEN_UNKNOWN SIZE_MAX
 void mia_prof_account(mia_page_t *page, size_t len) mia_noinline;
-bool mia_prof_free(mia_page_t *page, void *p) mia_noinline;
+bool mia_prof_free(mia_page_t *page, void *block, void *p) mia_noinline;
 void mia_prof_page_destroyed(mia_page_t *page);
 bool mia_sampling_suspend(void);
 void mia_sampling_resume(bool was_suspended);
