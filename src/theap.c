@@ -172,6 +172,15 @@ static mia_page_t *mia_find_free_page(mia_theap_t *theap, uint8_t bin) {
   return mia_page_fresh(theap, bin);
 }
 
+/* calloc of fresh huge memory needs no memset, but a program that reads
+ * it before writing (checks a table for empty slots, say) gets the
+ * kernel's shared zero page first and a copy-on-write fault at the first
+ * write, which in a threaded process also interrupts every other CPU
+ * running it to flush their TLBs.  Pre-faulting the pages writable costs
+ * one system call and saves all that; above this size a calloc is more
+ * likely a sparse table, left to fault in as it is used. */
+#define MIA_POPULATE_MAX ((size_t)64 << 20)
+
 void *mia_malloc_huge(mia_theap_t *theap, size_t size, bool zero) {
   mia_page_t *page = mia_huge_page_alloc(theap->tld->heap, size, 0);
   if (page == NULL) {
@@ -179,6 +188,7 @@ void *mia_malloc_huge(mia_theap_t *theap, size_t size, bool zero) {
     return NULL;
   }
   if (zero && !page->is_zero_init) mia_memzero(page->start, size);
+  else if (zero && size <= MIA_POPULATE_MAX) mia_prim_populate(page->start, size);
   return page->start;
 }
 

@@ -76,6 +76,14 @@ void mia_prim_no_thp(void *p, size_t size) {
 #endif
 }
 
+#ifndef MADV_POPULATE_WRITE   /* <sys/mman.h> of glibc < 2.35 */
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* Fault a range in writable now (Linux 5.14); false where the kernel
+ * cannot (the range still works, it faults in as it is touched). */
+bool mia_prim_populate(void *p, size_t size) { return madvise(p, size, MADV_POPULATE_WRITE) == 0; }
+
 /* Leave a range out of core dumps.  Guarded sampling also uses the flag to
  * keep neighbouring pages from merging into one mapping. */
 void mia_prim_no_dump(void *p, size_t size) {

@@ -33,6 +33,7 @@ void   mia_prim_default_segv(void);
 void  *mia_prim_reserve_huge_pages(size_t size);
 void   mia_prim_no_thp(void *p, size_t size);
 void   mia_prim_no_dump(void *p, size_t size);
+bool   mia_prim_populate(void *p, size_t size);
 size_t mia_prim_page_size(void);
 bool   mia_prim_thp_available(void);
 size_t mia_prim_numa_node_count(void);
