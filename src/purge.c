@@ -16,6 +16,7 @@
 
 static _Atomic(int) mia_purge_state;      /* 0 none, 1 starting/running */
 static _Atomic(int) mia_purge_wakeups;    /* futex word: bumped by new work */
+static _Atomic(int) mia_purge_idle;       /* 1 while it waits with no deadline */
 static _Atomic(size_t) mia_purge_pending; /* dirty bytes waiting in arenas */
 
 static void *mia_purge_main(void *arg) {
@@ -25,7 +26,9 @@ static void *mia_purge_main(void *arg) {
     uint64_t next = mia_arenas_next_purge(sp);
     uint64_t now = mia_prim_clock_ms();
     if (next == 0) {
+      atomic_store(&mia_purge_idle, 1);
       mia_prim_futex_wait_ms((int *)&mia_purge_wakeups, seen, 0);   /* until new work */
+      atomic_store(&mia_purge_idle, 0);
     } else if (next > now) {
       mia_prim_futex_wait_ms((int *)&mia_purge_wakeups, seen, next - now);
     } else {
@@ -68,8 +71,13 @@ void mia_purge_schedule(mia_subproc_t *sp, size_t dirty_bytes) {
       return;
     mia_purge_thread_start(sp);
   }
+  /* New work never has an earlier deadline than what the thread waits
+   * for already, so only a thread waiting with none needs waking: a
+   * system call per freed segment cost aligncalloc a tenth of its time.
+   * seq_cst on both sides: either the thread sees the bumped counter and
+   * does not sleep, or we see its idle flag. */
   atomic_fetch_add(&mia_purge_wakeups, 1);
-  mia_prim_futex_wake((int *)&mia_purge_wakeups, 1);
+  if (atomic_load(&mia_purge_idle)) mia_prim_futex_wake((int *)&mia_purge_wakeups, 1);
 }
 
 void mia_purge_done(size_t purged_bytes) {
@@ -79,4 +87,7 @@ void mia_purge_done(size_t purged_bytes) {
 }
 
 /* A forked child has no purge thread. */
-void mia_purge_fork_child(void) { atomic_store(&mia_purge_state, 0); }
+void mia_purge_fork_child(void) {
+  atomic_store(&mia_purge_state, 0);
+  atomic_store(&mia_purge_idle, 0);
+}
