@@ -316,6 +316,7 @@ void mia_subprocs_fork_child(void);
  * mia_sampling_enabled is set ---- */
 extern bool mia_sampling_enabled;
 void mia_sampling_update(void);
+double mia_ln(double u);
 /* Is a profiler or guarded sampling on anywhere?  Tested in slow paths
  * only; constant false in builds with neither. */
 static inline bool mia_sampling_on(void) {

@@ -26,8 +26,6 @@
 #define MIALLOC_PROF 0
 #endif
 
-#include <math.h>
-
 bool mia_sampling_enabled;         /* a running profiler somewhere, or guarded sampling */
 static _Atomic(int) mia_prof_running_count;
 
@@ -100,13 +98,38 @@ static uint64_t mia_prof_next_random(mia_theap_t *theap) {
   return x * 0x2545f4914f6cdd1dull;
 }
 
+/* The natural logarithm of u in [2^-53, 1], for the exponential draws.
+ * Not libm's log: linking libm would map it into every process that loads
+ * mialloc (about 300 KiB resident in a small C program) for this one
+ * function.  u = m * 2^e with m in [sqrt(1/2), sqrt(2)); ln m is
+ * 2 atanh(s), s = (m-1)/(m+1), |s| < 0.172, whose series to s^23 is
+ * exact to about 1e-16. */
+double mia_ln(double u) {
+  uint64_t bits;
+  memcpy(&bits, &u, sizeof bits);
+  int e = (int)((bits >> 52) & 0x7ff) - 1023;
+  bits = (bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull;
+  double m;
+  memcpy(&m, &bits, sizeof m);
+  if (m > 1.4142135623730951) {
+    m *= 0.5;
+    e++;
+  }
+  double s = (m - 1.0) / (m + 1.0), s2 = s * s, power = s, sum = 0.0;
+  for (int k = 1; k <= 23; k += 2) {
+    sum += power / k;
+    power *= s2;
+  }
+  return 2.0 * sum + e * 0.69314718055994530942;
+}
+
 /* An exponential draw with the configured mean: bytes to the next sample. */
 static int64_t mia_prof_draw(mia_theap_t *theap) {
   double mean = (double)mia_prof_of(theap)->profiler.sample_rate;
   if (mean <= 1.0) return 0;
   /* u in (0, 1]: 53 random bits, never 0 */
   double u = (double)((mia_prof_next_random(theap) >> 11) + 1) * (1.0 / 9007199254740992.0);
-  double d = -log(u) * mean;
+  double d = -mia_ln(u) * mean;
   return d > 4e18 ? INT64_MAX / 2 : (int64_t)d;
 }
 
