@@ -123,7 +123,6 @@ bool mia_page_extend(mia_page_t *page) {
   return true;
 }
 
-/* Take the blocks other threads freed, then refill free from local_free. */
 /* mia_page_pop found the first free block's link overwritten: report it,
  * drop the rest of the list (it cannot be trusted) and hand out the block,
  * which is still a block of the page. */
@@ -133,6 +132,7 @@ void *mia_page_pop_bad_link(mia_page_t *page, bool zero) {
   return mia_page_pop_finish(page, block, zero);
 }
 
+/* Take the blocks other threads freed, then refill free from local_free. */
 void mia_page_collect(mia_page_t *page) {
   if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) != 0) {
     mia_block_t *head = (mia_block_t *)atomic_exchange_explicit(&page->thread_free, 0,
