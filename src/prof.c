@@ -115,12 +115,13 @@ double mia_ln(double u) {
     m *= 0.5;
     e++;
   }
-  double s = (m - 1.0) / (m + 1.0), s2 = s * s, power = s, sum = 0.0;
-  for (int k = 1; k <= 23; k += 2) {
-    sum += power / k;
-    power *= s2;
-  }
-  return 2.0 * sum + e * 0.69314718055994530942;
+  double s = (m - 1.0) / (m + 1.0), s2 = s * s;
+  /* Horner on 1/1 + s2/3 + s2^2/5 + ... + s2^11/23: no division per term */
+  static const double inv_odd[12] = {1.0 / 1,  1.0 / 3,  1.0 / 5,  1.0 / 7,  1.0 / 9,  1.0 / 11,
+                                     1.0 / 13, 1.0 / 15, 1.0 / 17, 1.0 / 19, 1.0 / 21, 1.0 / 23};
+  double sum = inv_odd[11];
+  for (int k = 10; k >= 0; k--) sum = sum * s2 + inv_odd[k];
+  return 2.0 * s * sum + e * 0.69314718055994530942;
 }
 
 /* An exponential draw with the configured mean: bytes to the next sample. */
