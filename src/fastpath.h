@@ -59,14 +59,19 @@ static inline void *mia_calloc_inline(size_t count, size_t size) {
   return mia_theap_malloc(mia_theap_get(), total, true);
 }
 
+/* A block freed by the thread that owns its page goes onto local_free. */
+static inline void mia_free_local(mia_page_t *page, void *p) {
+  mia_block_t *block = (mia_block_t *)p;
+  mia_block_set_next(page, block, page->local_free);
+  page->local_free = block;
+  if (mia_unlikely(--page->used == 0)) mia_page_retire(page);
+}
+
 /* One page-map lookup and one compare: a block freed by the thread that
  * owns its page, in a page with no special flags, goes onto local_free. */
 static inline void mia_free_raw(mia_page_t *page, void *p) {
   if (mia_likely(page->free_key == mia_prim_thread_id())) {
-    mia_block_t *block = (mia_block_t *)p;
-    mia_block_set_next(page, block, page->local_free);
-    page->local_free = block;
-    if (mia_unlikely(--page->used == 0)) mia_page_retire(page);
+    mia_free_local(page, p);
     return;
   }
   mia_free_generic(page, p);
@@ -95,10 +100,7 @@ static inline void mia_free_secure(void *p) {
     mia_free_secure_suspect(page, p);
     return;
   }
-  mia_block_t *block = (mia_block_t *)p;
-  mia_block_set_next(page, block, page->local_free);
-  page->local_free = block;
-  if (mia_unlikely(--page->used == 0)) mia_page_retire(page);
+  mia_free_local(page, p);
 }
 #endif
 

@@ -72,8 +72,8 @@ void mia_purge_schedule(mia_subproc_t *sp, size_t dirty_bytes) {
     mia_purge_thread_start(sp);
   }
   /* New work never has an earlier deadline than what the thread waits
-   * for already, so only a thread waiting with none needs waking: a
-   * system call per freed segment cost aligncalloc a tenth of its time.
+   * for already, so only a thread waiting with none needs waking (a
+   * system call per freed segment: 16,000 of them in aligncalloc).
    * seq_cst on both sides: either the thread sees the bumped counter and
    * does not sleep, or we see its idle flag. */
   atomic_fetch_add(&mia_purge_wakeups, 1);
