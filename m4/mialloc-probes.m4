@@ -168,4 +168,22 @@ AC_DEFUN([MIALLOC_PROBE_PROF_UNWINDER], [
       [test "x$with_libunwind" = xyes],
       [AC_MSG_ERROR([--with-libunwind: libunwind not found (Debian: libunwind-dev)])])])
   AC_SUBST([PROF_UNWIND_LIBS])
+  MIALLOC_PROBE_PROF_CFI_WALK
+])
+
+# MIALLOC_PROBE_PROF_CFI_WALK: whether libmialloc-prof walks the DWARF CFI
+# itself, with rules cached for the whole process (prof/unwind.c), before
+# falling back to the unwinder above.  It reads x86-64 frames, and needs
+# dl_iterate_phdr's unload count to notice when cached rules go stale.
+AC_DEFUN([MIALLOC_PROBE_PROF_CFI_WALK], [
+  AC_CACHE_CHECK([whether the profiler can walk the CFI itself], [mialloc_cv_prof_cfi_walk], [
+    AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#define _GNU_SOURCE 1
+#include <link.h>
+#if !defined(__x86_64__) || !defined(__linux__)
+#error x86-64 Linux only
+#endif]], [[struct dl_phdr_info i; return (int)i.dlpi_subs + (int)sizeof(ElfW(Phdr));]])],
+      [mialloc_cv_prof_cfi_walk=yes], [mialloc_cv_prof_cfi_walk=no])])
+  AS_IF([test "x$mialloc_cv_prof_cfi_walk" = xyes], [
+    mialloc_prof_unwinder="own CFI walk, else $mialloc_prof_unwinder"
+    AC_DEFINE([MIALLOC_PROF_CFI_UNWIND], [1], [libmialloc-prof walks the x86-64 CFI with a process-wide cache])])
 ])

@@ -92,15 +92,34 @@ void prof_stack_init(void);
  * its first few samples take backtrace, which returns the same frames. */
 #define PROF_UNWIND_CACHE_AFTER 4
 extern __thread unsigned prof_thread_captures __attribute__((tls_model("initial-exec")));
-static inline __attribute__((always_inline)) int prof_stack_unwind(void **raw, int max) {
+static inline __attribute__((always_inline)) int prof_stack_unwind_lib(void **raw, int max) {
   if (prof_thread_captures >= PROF_UNWIND_CACHE_AFTER) return unw_backtrace(raw, max);
   prof_thread_captures++;
   return backtrace(raw, max);
 }
 #else
-static inline __attribute__((always_inline)) int prof_stack_unwind(void **raw, int max) {
+static inline __attribute__((always_inline)) int prof_stack_unwind_lib(void **raw, int max) {
   return backtrace(raw, max);
 }
+#endif
+#if MIALLOC_PROF_CFI_UNWIND
+/* The frame rules of the DWARF CFI, cached for the whole process (unwind.c):
+ * the walk from (pc, sp, bp) of the capturing function, raw[0] = pc.
+ * Returns the number of addresses stored, or -1 where a frame needs more
+ * than this walk reads (the libraries' unwinders then take over). */
+int prof_unwind_cfi(void **raw, int max, uintptr_t pc, uintptr_t sp, uintptr_t bp);
+/* The three registers at one instruction of the capturing function, whose
+ * CFI row then describes them exactly. */
+#define PROF_HERE(pc, sp, bp) \
+  __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(bp))
+static inline __attribute__((always_inline)) int prof_stack_unwind(void **raw, int max) {
+  uintptr_t pc, sp, bp;
+  PROF_HERE(pc, sp, bp);
+  int n = prof_unwind_cfi(raw, max, pc, sp, bp);
+  return n > 0 ? n : prof_stack_unwind_lib(raw, max);
+}
+#else
+#define prof_stack_unwind prof_stack_unwind_lib
 #endif
 /* The return addresses of the caller's stack, leaf first, without the
  * profiler's and the allocator's own frames: raw holds n of them as

@@ -1,5 +1,7 @@
 /* stack.c -- call stack capture inside malloc.
  *
+ * On x86-64 the profiler's own CFI walk (unwind.c) comes first; these are
+ * the unwinders for the stacks it declines, and for other machines.
  * Choice: libunwind's unw_backtrace where configure found libunwind (Debian:
  * libunwind8), else glibc's backtrace().  Both unwind with the DWARF CFI, so
  * they work for code built without frame pointers (all of Debian).  They
