@@ -216,6 +216,12 @@ static inline void mia_block_set_next(const mia_page_t *page, mia_block_t *b, mi
 /* ---- pages (page.c) ---- */
 void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zero);
 void mia_page_collect(mia_page_t *page);
+/* Blocks to hand out now: the free list, or the blocks a sampling stream
+ * holds back until its sample is taken (they are free all the same: a
+ * page holding them must not be parked as full, or left there). */
+static inline bool mia_page_has_free(const mia_page_t *page) {
+  return page->free != NULL || page->sample_rest != NULL;
+}
 bool mia_page_extend(mia_page_t *page);
 size_t mia_page_usable_of(const mia_page_t *page, const void *p);
 void *mia_page_block_start(const mia_page_t *page, const void *p);

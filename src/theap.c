@@ -102,7 +102,7 @@ void mia_theap_queue_page(mia_theap_t *theap, mia_page_t *page) {
   page->next = page->prev = NULL;
   mia_page_set_flag(page, MIA_PAGE_IN_FULL, false);
   queue_push_front(&theap->pages[page->bin], page);
-  if (page->free == NULL && page->local_free == NULL && page->capacity >= page->reserved) {
+  if (!mia_page_has_free(page) && page->local_free == NULL && page->capacity >= page->reserved) {
     if (!mia_page_to_full(theap, page)) {
       mia_page_collect(page);
       mia_page_from_full(theap, page);
@@ -122,7 +122,7 @@ void mia_theap_process_remote(mia_theap_t *theap) {
     if (atomic_load_explicit(&page->theap, memory_order_relaxed) == theap &&
         (page->flags & MIA_PAGE_IN_FULL)) {
       mia_page_collect(page);
-      if (page->free != NULL) mia_page_from_full(theap, page);
+      if (mia_page_has_free(page)) mia_page_from_full(theap, page);
     }
     page = next;
   }
@@ -152,9 +152,8 @@ static mia_page_t *mia_find_free_page(mia_theap_t *theap, uint8_t bin) {
   while (page != NULL) {
     mia_page_t *next = page->next;
     mia_page_collect(page);
-    if (page->free == NULL && page->sample_rest == NULL) mia_page_extend(page);
-    /* a page holding back blocks for a profiler sample counts as free */
-    if (page->free != NULL || page->sample_rest != NULL) {
+    if (!mia_page_has_free(page)) mia_page_extend(page);
+    if (mia_page_has_free(page)) {
       if (page != pq->first) {
         queue_remove(pq, page);
         queue_push_front(pq, page);
@@ -274,7 +273,7 @@ static void mia_theap_free_empty_pages(mia_theap_t *theap, bool force) {
       queue_remove(&theap->full, page);
       mia_page_set_flag(page, MIA_PAGE_IN_FULL, false);
       mia_segment_page_free(page);
-    } else if (page->free != NULL) {
+    } else if (mia_page_has_free(page)) {
       mia_page_from_full(theap, page);
     }
     page = next;
