@@ -276,8 +276,7 @@ static bool cfa_step(cfa_run_t *r, cursor_t *c) {
     break;
   case 0x0b: {
     if (r->depth == 0) return c->bad = true, false;
-    /* the CFA is not part of the remembered state's registers in DWARF 2,
-     * but GCC's and LLVM's unwinders restore it too, and so do we */
+    /* the CFA rule comes back with the registers, as in libgcc's unwinder */
     r->row = r->saved[--r->depth];
     break;
   }
@@ -394,10 +393,9 @@ static rule_t compute_rule(uintptr_t addr) {
     if (c.bad || n > (uint64_t)(c.end - c.p)) return RULE_NONE;
     c.p += n;
   }
-  cfa_run_t r = {.cie = &cie, .loc = begin, .target = addr};
+  cfa_run_t r = {.cie = &cie, .loc = begin, .target = ~(uintptr_t)0}; /* all the CIE's apply */
   r.row.cfa_reg = DW_RSP;
   r.row.ra_how = REG_UNDEF;
-  r.target = ~(uintptr_t)0; /* the CIE's instructions all apply */
   if (!cfa_run(&r, cie.insns) || r.depth != 0) return RULE_NONE;
   r.init = r.row;
   r.loc = begin;
