@@ -321,6 +321,7 @@ void mia_subprocs_fork_child(void);
  * everything here runs only in slow paths, and only while
  * mia_sampling_enabled is set ---- */
 extern bool mia_sampling_enabled;
+extern bool mia_prof_any_running;
 void mia_sampling_update(void);
 double mia_ln(double u);
 /* Is a profiler or guarded sampling on anywhere?  Tested in slow paths
@@ -416,14 +417,17 @@ void mia_guard_handler_ensure(void);
 /* A refilled free list of len blocks, while sampling is on: the common case
  * of mia_prof_account inline -- the page's profiler countdown is armed and
  * no sample point (the profiler's or guarded sampling's) falls inside the
- * list, so the countdowns just go down.  Anything else (a countdown to arm
- * or a list to cut) takes the call.  Refills are frequent where lists are
+ * list, so the countdowns just go down; with no profiler running anywhere
+ * only guarded sampling's counts.  Anything else (a countdown to arm or a
+ * list to cut) takes the call.  Refills are frequent where lists are
  * short: the call cost a program like bench/scaling one percent. */
 static inline void mia_prof_account_refill(mia_page_t *page, size_t len) {
   int64_t bytes = (int64_t)(len * page->block_size);
+  bool prof = __atomic_load_n(&mia_prof_any_running, __ATOMIC_RELAXED);
+  bool prof_clear = !prof || page->sample_left >= bytes;
   bool guard_clear = page->guard_left >= (int64_t)len || !__atomic_load_n(&mia_guarded_enabled, __ATOMIC_RELAXED);
-  if (page->sample_left >= bytes && guard_clear && page->sample_rest == NULL) {
-    page->sample_left -= bytes;
+  if (prof_clear && guard_clear && page->sample_rest == NULL) {
+    if (prof) page->sample_left -= bytes;
     if (page->guard_left >= 0) page->guard_left -= (int32_t)len;
     return;
   }

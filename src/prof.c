@@ -27,10 +27,13 @@
 #endif
 
 bool mia_sampling_enabled;         /* a running profiler somewhere, or guarded sampling */
+bool mia_prof_any_running;         /* a running profiler somewhere */
 static _Atomic(int) mia_prof_running_count;
 
 void mia_sampling_update(void) {
-  bool on = atomic_load(&mia_prof_running_count) > 0 || __atomic_load_n(&mia_guarded_enabled, __ATOMIC_ACQUIRE);
+  bool prof = atomic_load(&mia_prof_running_count) > 0;
+  bool on = prof || __atomic_load_n(&mia_guarded_enabled, __ATOMIC_ACQUIRE);
+  __atomic_store_n(&mia_prof_any_running, prof, __ATOMIC_RELEASE);
   __atomic_store_n(&mia_sampling_enabled, on, __ATOMIC_RELEASE);
 }
 
@@ -168,6 +171,11 @@ void mia_prof_account(mia_page_t *page, size_t len) {
   mia_theap_t *theap = atomic_load_explicit(&page->theap, memory_order_relaxed);
   bool prof = mia_prof_counting(theap);
   bool guard = mia_guard_counting_page(theap, page);
+  /* a block size guarded sampling leaves alone stays so for the page's
+   * life: a countdown that never runs out keeps its refills inline (and
+   * this is asked again if it ever does) */
+  if (!guard && __atomic_load_n(&mia_guarded_enabled, __ATOMIC_RELAXED) && !mia_guarded_page_eligible(page->block_size))
+    page->guard_left = INT32_MAX;
   if (!prof && !guard) return;
   if (prof && page->sample_left < 0) page->sample_left = mia_prof_draw(theap);
   if (guard && page->guard_left < 0) page->guard_left = mia_guarded_draw(mia_prof_next_random(theap));
