@@ -30,11 +30,18 @@ bool mia_sampling_enabled;         /* a running profiler somewhere, or guarded s
 bool mia_prof_any_running;         /* a running profiler somewhere */
 static _Atomic(int) mia_prof_running_count;
 
+/* Two threads starting and stopping profilers at once could store their
+ * results in the other order: whoever stores checks the count again
+ * afterwards, so the last store always matches the count. */
 void mia_sampling_update(void) {
-  bool prof = atomic_load(&mia_prof_running_count) > 0;
-  bool on = prof || __atomic_load_n(&mia_guarded_enabled, __ATOMIC_ACQUIRE);
-  __atomic_store_n(&mia_prof_any_running, prof, __ATOMIC_RELEASE);
-  __atomic_store_n(&mia_sampling_enabled, on, __ATOMIC_RELEASE);
+  int count;
+  do {
+    count = atomic_load(&mia_prof_running_count);
+    bool prof = count > 0;
+    bool on = prof || __atomic_load_n(&mia_guarded_enabled, __ATOMIC_ACQUIRE);
+    __atomic_store_n(&mia_prof_any_running, prof, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&mia_sampling_enabled, on, __ATOMIC_SEQ_CST);
+  } while (atomic_load(&mia_prof_running_count) != count);
 }
 
 typedef struct mia_sample_hdr_s {
