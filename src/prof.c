@@ -88,16 +88,27 @@ static bool mia_streams_counting(mia_theap_t *theap, const mia_page_t *page) {
   return mia_prof_counting(theap) || mia_guard_counting_page(theap, page);
 }
 
+/* splitmix64's finaliser: distinct inputs give unrelated outputs */
+static uint64_t mia_mix64(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 /* xorshift64*: the theap's own stream, so draws need no lock */
 static uint64_t mia_prof_next_random(mia_theap_t *theap) {
   if (theap->random == 0) {
     uint64_t seed = mia_prof_of(theap)->profiler.seed;
     if (seed == 0) seed = (uint64_t)mia_option_get_fast(mi_option_guarded_sample_seed);
     /* a fixed seed must give the same draws run after run: mix in the
-     * order in which theaps first draw, not their (randomised) address */
+     * order in which theaps first draw, not their (randomised) address.
+     * Otherwise the process's secret is mixed in instead of a system call
+     * per stream (one getrandom per thread cost a program that starts
+     * thousands of threads about 1 %). */
     static _Atomic(uint64_t) mia_stream_counter;
-    if (seed != 0) seed ^= (atomic_fetch_add(&mia_stream_counter, 1) + 1) * 0x9e3779b97f4a7c15ull;
-    else mia_prim_random_buf(&seed, sizeof seed);
+    uint64_t order = (atomic_fetch_add(&mia_stream_counter, 1) + 1) * 0x9e3779b97f4a7c15ull;
+    if (seed != 0) seed ^= order;
+    else seed = mia_mix64(mia_process_secret + order);
     theap->random = seed != 0 ? seed : 0x2545f4914f6cdd1dull;
   }
   uint64_t x = theap->random;
