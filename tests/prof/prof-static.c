@@ -32,7 +32,9 @@ static void *volatile kept[64];
 /* exported, never allocates: it must never appear in the profile */
 EXPORTED NOINLINE void sym_exported_before(void) { kept[0] = kept[0]; }
 
-NOINLINE static void *static_site(size_t n) {
+/* used: clang emits a static function where it is first called (after
+ * main) unless told to keep it, which would move it out from between */
+__attribute__((used)) NOINLINE static void *static_site(size_t n) {
   void *p = malloc(n);
   if (p == NULL) abort();
   memset(p, 1, n);
