@@ -76,6 +76,15 @@ extern mia_theap_t mia_theap_empty;
 extern mia_page_t mia_page_empty;
 extern mia_subproc_t mia_subproc_main;
 extern uintptr_t mia_process_secret;
+
+/* One splitmix64 step: distinct inputs give unrelated outputs.  Mixed with
+ * the process secret it makes keys and seeds without a system call. */
+static inline uint64_t mia_mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
 extern _Atomic(int) mia_process_state;   /* 0 none, 1 initialising, 2 ready */
 extern bool mia_redirected;
 void mia_process_init(void);

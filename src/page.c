@@ -14,15 +14,8 @@
 
 #if MIALLOC_SECURE
 /* Per-page keys from the process secret, the page's address and a counter,
- * mixed (splitmix64): unpredictable without the secret, and no system call
+ * mixed (mia_mix64): unpredictable without the secret, and no system call
  * for every page. */
-static uint64_t mia_mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 static void mia_page_new_keys(mia_page_t *page) {
   static _Atomic(uint64_t) counter;
   uint64_t c = atomic_fetch_add_explicit(&counter, 1, memory_order_relaxed);

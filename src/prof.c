@@ -88,13 +88,6 @@ static bool mia_streams_counting(mia_theap_t *theap, const mia_page_t *page) {
   return mia_prof_counting(theap) || mia_guard_counting_page(theap, page);
 }
 
-/* splitmix64's finaliser: distinct inputs give unrelated outputs */
-static uint64_t mia_mix64(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 /* xorshift64*: the theap's own stream, so draws need no lock */
 static uint64_t mia_prof_next_random(mia_theap_t *theap) {
   if (theap->random == 0) {

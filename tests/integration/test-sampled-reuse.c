@@ -31,9 +31,9 @@
 static void *_Atomic ring[QCAP];
 static _Atomic unsigned long samples, freed_samples;
 
-/* Only the messages (1..4 KiB) count: a sample can also fall on the C
- * library's own small blocks, such as the new thread's TLS vector, which
- * glibc keeps with its stack cache after the thread exits. */
+/* Only the messages (1..4 KiB) count: a sample can also fall on a block
+ * the C library keeps live past the pipeline (likely the new thread's TLS
+ * vector, which glibc keeps with its stack cache after the thread exits). */
 #define MESSAGE_MIN 1024
 
 static size_t on_alloc(mi_heap_t *heap, void *p, size_t size, size_t sample_size, void *data, void *arg) {
