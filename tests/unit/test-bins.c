@@ -5,7 +5,7 @@
 
 int main(void) {
   mi_thread_init();
-  bool fits = true, monotonic = true, aligned = true;
+  bool fits = true, monotonic = true, aligned = true, largest = true;
   double worst = 0, worst_small = 0;
   size_t worst_size = 0;
   double sum = 0;
@@ -16,6 +16,8 @@ int main(void) {
     size_t bsize = mia_bin_size[bin];
     if (bin < 1 || bin >= MIA_BIN_HUGE || bsize < size) fits = false;
     if (bin < prev) monotonic = false;
+    /* a bin's block size is the largest size that maps to it */
+    if ((size == MIA_LARGE_MAX || mia_bin_of(size + 1) != bin) && bsize != size) largest = false;
     prev = bin;
     if (size >= 16 && bsize % 16 != 0) aligned = false;
     double waste = (double)(bsize - size) / (double)bsize;
@@ -29,6 +31,7 @@ int main(void) {
   }
   TAP_OK(fits, "every size from 1 to 512 KiB maps to a bin that holds it");
   TAP_OK(monotonic, "bins grow with size");
+  TAP_OK(largest, "each bin's block size is the largest size that maps to it");
   TAP_OK(aligned, "every bin of 16 bytes or more is a multiple of 16 (16-byte alignment)");
   TAP_OK(worst_small == 0, "8, 16, then 16-byte steps up to 64 bytes: waste below one step");
   /* four bins per power of two: worst case is the first size past a bin,
