@@ -121,12 +121,22 @@ static bool mia_parse_value(const mia_option_desc_t *desc, const char *s, long *
   return true;
 }
 
+/* Whether the environment is ignored, asked once: four system calls that
+ * every option used to repeat (150 at the start of every process).  All
+ * options are read together at process start, so a program that changes
+ * its ids later could not have been affected anyway. */
+static bool mia_env_ignored(void) {
+  static int ignored = -1;
+  if (ignored < 0) ignored = mia_prim_is_privileged();
+  return ignored;
+}
+
 static void mia_option_init_one(mi_option_t opt) {
   mia_option_desc_t *desc = &mia_options[opt];
   if (desc->state != MIA_OPT_UNINIT) return;
   desc->value = desc->default_value;
   desc->state = MIA_OPT_DEFAULT;
-  if (mia_prim_is_privileged()) return;
+  if (mia_env_ignored()) return;
   char name[64];
   char value[64];
   snprintf(name, sizeof name, "MIALLOC_%s", desc->name);
