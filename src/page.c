@@ -8,9 +8,9 @@
  */
 #include "internal.h"
 
-/* Carve at most this much fresh memory at a time, so a new page does not
- * touch (and make resident) all of its memory at once. */
-#define MIA_EXTEND_BYTES (16 * 1024)
+/* Runs of fresh blocks span at most this much memory; secure builds, which
+ * shuffle each run, at least this much, so the order is unpredictable. */
+#define MIA_RUN_BYTES (16 * 1024)
 
 #if MIALLOC_SECURE
 /* Per-page keys from the process secret, the page's address and a counter,
@@ -99,14 +99,33 @@ static mia_block_t *mia_page_thread_run(mia_page_t *page, uint8_t *first, size_t
   return (mia_block_t *)first;
 }
 
+/* How many never-used blocks the next run threads.  Linking a block writes
+ * its first word, so a run makes resident every OS page a block of it
+ * starts in.  Release runs start with the rest of one OS page and then grow
+ * with what the page has carved, up to MIA_RUN_BYTES: a size class with a
+ * few live blocks holds one OS page rather than a whole 64 KiB page, and a
+ * page that fills fast still takes few slow-path visits to carve. */
+static size_t mia_page_run_length(const mia_page_t *page, const uint8_t *first) {
+  size_t bsize = page->block_size;
+#if MIALLOC_SECURE
+  (void)first;
+  size_t n = MIA_RUN_BYTES / bsize;
+  if (n < 4) n = 4;
+#else
+  size_t carved = (size_t)page->capacity * bsize;
+  if (carved > MIA_RUN_BYTES) carved = MIA_RUN_BYTES;
+  uintptr_t end = (((uintptr_t)first + carved) | (mia_prim_page_size() - 1)) + 1;
+  size_t n = (end - (uintptr_t)first + bsize - 1) / bsize;
+#endif
+  size_t left = page->reserved - page->capacity;
+  return n < left ? n : left;
+}
+
 /* Thread the next run of never-used blocks into the (empty) free list. */
 bool mia_page_extend(mia_page_t *page) {
   if (page->capacity >= page->reserved) return false;
-  size_t bsize = page->block_size;
-  size_t n = MIA_EXTEND_BYTES / bsize;
-  if (n < 4) n = 4;   /* big blocks: still a few per slow-path visit */
-  if (n > page->reserved - page->capacity) n = page->reserved - page->capacity;
-  uint8_t *first = page->start + (size_t)page->capacity * bsize;
+  uint8_t *first = page->start + (size_t)page->capacity * page->block_size;
+  size_t n = mia_page_run_length(page, first);
   page->free = mia_page_thread_run(page, first, n);
   page->free_is_zero = page->is_zero_init && page->local_free == NULL && !MIALLOC_DEBUG_FILL;
   page->capacity += (uint32_t)n;
