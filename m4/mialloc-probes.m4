@@ -124,6 +124,26 @@ int main(void) {
   AC_SUBST([MIALLOC_TLS_MODEL], [$mialloc_tls_model])
 ])
 
+# MIALLOC_PROBE_PACKED_RELOCS: link the libraries with packed relative
+# relocations (DT_RELR, glibc 2.36 and binutils 2.38 on)?  The page map's
+# top level is 2048 pointers to the shared empty leaf: as classic RELA
+# entries they are 48 KiB of relocation table that every process using
+# mialloc reads at start-up; packed, under 1 KiB.  --fatal-warnings, because
+# a linker that does not know the option only warns.
+AC_DEFUN([MIALLOC_PROBE_PACKED_RELOCS], [
+  AC_CACHE_CHECK([whether the linker packs relative relocations], [mialloc_cv_packed_relocs], [
+    save_LDFLAGS=$LDFLAGS
+    LDFLAGS="$LDFLAGS -Wl,-z,pack-relative-relocs -Wl,--fatal-warnings"
+    AC_LINK_IFELSE([AC_LANG_PROGRAM([[static int x; int *p = &x;]], [[return *p;]])],
+      [mialloc_cv_packed_relocs=yes], [mialloc_cv_packed_relocs=no])
+    LDFLAGS=$save_LDFLAGS])
+  mialloc_packed_relocs=$mialloc_cv_packed_relocs
+  MIALLOC_LDFLAGS=""
+  AS_IF([test "x$mialloc_packed_relocs" = xyes],
+        [MIALLOC_LDFLAGS="-Wl,-z,pack-relative-relocs"])
+  AC_SUBST([MIALLOC_LDFLAGS])
+])
+
 # MIALLOC_PROBE_CPUID: may start-up code ask the CPU for its copy/clear features?
 AC_DEFUN([MIALLOC_PROBE_CPUID], [
   AC_CACHE_CHECK([whether cpuid can be used], [mialloc_cv_have_cpuid], [
