@@ -137,9 +137,15 @@ static void mia_option_init_one(mi_option_t opt) {
   desc->value = desc->default_value;
   desc->state = MIA_OPT_DEFAULT;
   if (mia_env_ignored()) return;
+  /* not snprintf: every process reads the options at start-up, and
+   * printf's code would be paged in for programs that never print */
+  static const char prefix[] = "MIALLOC_";
   char name[64];
   char value[64];
-  snprintf(name, sizeof name, "MIALLOC_%s", desc->name);
+  size_t len = strlen(desc->name);
+  if (len >= sizeof name - sizeof prefix) return;
+  memcpy(name, prefix, sizeof prefix - 1);
+  memcpy(name + sizeof prefix - 1, desc->name, len + 1);
   if (!mia_prim_getenv(name, value, sizeof value) || value[0] == 0) return;
   long v;
   if (mia_parse_value(desc, value, &v)) {
