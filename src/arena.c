@@ -17,9 +17,8 @@ static void bit_clear(uint64_t *map, size_t i) { map[i / MIA_BITS] &= ~((uint64_
 /* Where to claim count free segments: the run of them that holds the most
  * dirty ones (the lowest among equals), or SIZE_MAX.  Dirty segments are
  * resident already, so reusing them costs no page faults and adds nothing
- * to the RSS; plain first fit took clean segments below them and left the
- * dirty ones resident until their purge (a program cycling blocks of a few
- * MiB held a third more memory than it used). */
+ * to the RSS; plain first fit could take clean segments below them and
+ * leave the dirty ones resident until their purge. */
 static size_t find_claim_one(const mia_arena_t *a) {
   size_t words = (a->segment_count + MIA_BITS - 1) / MIA_BITS, clean = SIZE_MAX;
   for (size_t w = 0; w < words; w++) {
