@@ -121,13 +121,15 @@ static bool mia_parse_value(const mia_option_desc_t *desc, const char *s, long *
   return true;
 }
 
-/* Whether the environment is ignored, asked once: four system calls that
- * every option used to repeat (150 at the start of every process).  All
+/* Whether the environment can hold no option for us, asked once: the
+ * privilege test is four system calls that every option used to repeat
+ * (150 at the start of every process), and most environments have no
+ * MIALLOC_ variable, so one pass over it spares a search per option.  All
  * options are read together at process start, so a program that changes
- * its ids later could not have been affected anyway. */
+ * its ids or environment later could not have been affected anyway. */
 static bool mia_env_ignored(void) {
   static int ignored = -1;
-  if (ignored < 0) ignored = mia_prim_is_privileged();
+  if (ignored < 0) ignored = mia_prim_is_privileged() || !mia_prim_env_has_prefix("MIALLOC_");
   return ignored;
 }
 

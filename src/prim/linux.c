@@ -249,14 +249,19 @@ bool mia_prim_is_privileged(void) {
   return getuid() != geteuid() || getgid() != getegid();
 }
 
-static bool name_matches(const char *entry, const char *name, size_t len) {
+static char ascii_upper(char c) { return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c; }
+
+/* Whether entry ("NAME=value") starts with the len characters of name. */
+static bool prefix_matches(const char *entry, const char *name, size_t len) {
   for (size_t i = 0; i < len; i++) {
-    char a = entry[i], b = name[i];
-    if (a >= 'a' && a <= 'z') a = (char)(a - 'a' + 'A');
-    if (b >= 'a' && b <= 'z') b = (char)(b - 'a' + 'A');
-    if (a != b || a == 0) return false;
+    char a = ascii_upper(entry[i]);
+    if (a != ascii_upper(name[i]) || a == 0) return false;
   }
-  return entry[len] == '=';
+  return true;
+}
+
+static bool name_matches(const char *entry, const char *name, size_t len) {
+  return prefix_matches(entry, name, len) && entry[len] == '=';
 }
 
 static void copy_value(const char *v, char *buf, size_t bufsize) {
@@ -300,6 +305,16 @@ bool mia_prim_getenv(const char *name, char *buf, size_t bufsize) {
       return true;
     }
   }
+  return false;
+}
+
+/* Whether any variable's name starts with prefix (matched the same way);
+ * true when environ is not set up yet, so that callers look further. */
+bool mia_prim_env_has_prefix(const char *prefix) {
+  size_t len = strlen(prefix);
+  if (environ == NULL) return true;
+  for (char **e = environ; *e != NULL; e++)
+    if (prefix_matches(*e, prefix, len)) return true;
   return false;
 }
 

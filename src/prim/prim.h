@@ -50,6 +50,7 @@ void     mia_prim_yield(void);
 /* Process. */
 bool   mia_prim_is_privileged(void);    /* setuid/setgid/AT_SECURE */
 bool   mia_prim_getenv(const char *name, char *buf, size_t bufsize);
+bool   mia_prim_env_has_prefix(const char *prefix);
 void   mia_prim_write_stderr(const char *msg, size_t len);
 bool   mia_prim_random_buf(void *buf, size_t len);
 bool   mia_prim_read_file(const char *path, char *buf, size_t bufsize);  /* raw syscalls */

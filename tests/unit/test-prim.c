@@ -62,6 +62,10 @@ int main(void) {
   char small[3];
   TAP_OK(mia_prim_getenv("MIALLOC_TEST_VAR", small, sizeof small) && strcmp(small, "he") == 0,
          "getenv truncates to the buffer");
+  TAP_OK(mia_prim_env_has_prefix("mialloc_test_") && mia_prim_env_has_prefix("MIALLOC_TEST_VAR"),
+         "env_has_prefix finds a variable by the start of its name, case-insensitively");
+  TAP_OK(!mia_prim_env_has_prefix("MIALLOC_TEST_VAR_LONGER") && !mia_prim_env_has_prefix("NO_SUCH_PREFIX_Q7_"),
+         "env_has_prefix is false where no name starts so");
 
   uint64_t r1 = 0, r2 = 0;
   TAP_OK(mia_prim_random_buf(&r1, sizeof r1) && mia_prim_random_buf(&r2, sizeof r2) && r1 != r2,
