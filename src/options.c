@@ -123,7 +123,7 @@ static bool mia_parse_value(const mia_option_desc_t *desc, const char *s, long *
 
 /* Whether the environment can hold no option for us, asked once: the
  * privilege test is four system calls that every option used to repeat
- * (150 at the start of every process), and most environments have no
+ * (144 at the start of every process), and most environments have no
  * MIALLOC_ variable, so one pass over it spares a search per option.  All
  * options are read together at process start, so a program that changes
  * its ids or environment later could not have been affected anyway. */
