@@ -1,4 +1,5 @@
-/* check.c -- misuse detection for secure and debug builds.
+/* check.c -- misuse detection: the double-free check of release builds
+ * (MIA_FREE_MARK in internal.h), and the checks of secure and debug builds.
  *
  * Padded builds (--enable-secure or --enable-debug) end every block with a
  * 16-byte padding record: a canary keyed by the block's address and the
@@ -352,10 +353,7 @@ bool mia_debug_check_theap(mia_theap_t *theap) {
 
 #endif
 
-#if MIALLOC_SECURE && !MIALLOC_PADDING
-
-/* ---- secure builds without padding: block-start, range and double-free
- * checks from the page's own data ---- */
+#if !MIALLOC_PADDING
 
 static bool mia_list_holds(const mia_page_t *page, const mia_block_t *b, const void *p) {
   for (size_t guard = 0; b != NULL && guard <= page->capacity; guard++) {
@@ -365,13 +363,54 @@ static bool mia_list_holds(const mia_page_t *page, const mia_block_t *b, const v
   return false;
 }
 
-/* Is the block at p on one of its page's free lists?  Only asked when its
- * first word decodes as a link, which live data practically never does. */
-static bool mia_block_is_free(mia_page_t *page, const void *p) {
+/* Is the block at p on one of its page's free lists?  Asked by the page's
+ * owner only (no other thread may walk lists the owner changes), and only
+ * when the block looks free: the secure link check or the release mark,
+ * which live data practically never matches. */
+static mia_unused bool mia_block_is_free(mia_page_t *page, const void *p) {
   return mia_list_holds(page, page->free, p) || mia_list_holds(page, page->local_free, p) ||
          mia_list_holds(page, page->sample_rest, p) ||
          mia_list_holds(page, (const mia_block_t *)atomic_load_explicit(&page->thread_free, memory_order_acquire), p);
 }
+
+#endif
+
+#if MIA_FREE_MARK
+
+/* ---- release builds: the free mark (MIA_FREE_MARK in internal.h) ---- */
+
+/* A block with the free mark is freed again: a double free, unless live
+ * data matches the 64-bit mark by chance.  The owner looks on the page's
+ * lists to be sure; another thread cannot (the owner changes them
+ * meanwhile) and takes the mark's word.  true: reported, free dropped. */
+bool mia_free_is_double(mia_page_t *page, const void *block, bool owner) {
+  if (owner && !mia_block_is_free(page, block)) return false;
+  mia_error(EAGAIN, "free: double free of %p (block of %zu bytes)\n", block, page->block_size);
+  return true;
+}
+
+/* The fast path found the mark: check, then free as it would have (a tail
+ * call, so the fast path keeps no frame). */
+void mia_free_marked(mia_page_t *page, void *p) {
+  if (mia_free_is_double(page, p, true)) return;
+  mia_free_local(page, p);
+}
+
+#else
+
+bool mia_free_is_double(mia_page_t *page, const void *block, bool owner) {
+  (void)page, (void)block, (void)owner;
+  return false;
+}
+
+void mia_free_marked(mia_page_t *page, void *p) { mia_free_generic(page, p); }
+
+#endif
+
+#if MIALLOC_SECURE && !MIALLOC_PADDING
+
+/* ---- secure builds without padding: block-start, range and double-free
+ * checks from the page's own data ---- */
 
 /* The fast path's first word decoded as a link: a double free, or (all but
  * never) live data that looks like one.  Frees p in the second case, so the

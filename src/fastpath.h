@@ -63,14 +63,20 @@ static inline void *mia_calloc_inline(size_t count, size_t size) {
 static inline void mia_free_local(mia_page_t *page, void *p) {
   mia_block_t *block = (mia_block_t *)p;
   mia_block_set_next(page, block, page->local_free);
+  mia_block_set_free_mark(block);
   page->local_free = block;
   if (mia_unlikely(--page->used == 0)) mia_page_retire(page);
 }
 
 /* One page-map lookup and one compare: a block freed by the thread that
- * owns its page, in a page with no special flags, goes onto local_free. */
+ * owns its page, in a page with no special flags, goes onto local_free
+ * (unless it carries the free mark: a tail call checks that case). */
 static inline void mia_free_raw(mia_page_t *page, void *p) {
   if (mia_likely(page->free_key == mia_prim_thread_id())) {
+    if (mia_unlikely(mia_block_marked_free(p))) {
+      mia_free_marked(page, p);
+      return;
+    }
     mia_free_local(page, p);
     return;
   }

@@ -28,14 +28,8 @@ static void mia_page_unfull(mia_page_t *page) {
   mia_theap_collect_page_from_full(theap, page);
 }
 
-void mia_free_generic(mia_page_t *page, void *p) {
-  if (mia_unlikely(page->is_guarded)) {
-    mia_guarded_free(page, p);
-    return;
-  }
-  mia_block_t *block = (mia_block_t *)p;
-  if (!page->is_huge && (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)))
-    block = (mia_block_t *)mia_page_block_start(page, p);
+/* What is left of a free once the block start is known and checked. */
+static inline void mia_free_block(mia_page_t *page, void *p, mia_block_t *block) {
   /* a sampled block: the profiler hears of it, whichever thread frees it
    * (after the block start is known: this may clear the page's flag) */
   if (mia_unlikely(page->flags & MIA_PAGE_HAS_SAMPLED)) mia_prof_free(page, page->is_huge ? page->start : (void *)block, p);
@@ -46,6 +40,7 @@ void mia_free_generic(mia_page_t *page, void *p) {
   uintptr_t owner = page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
   if (owner != 0 && owner == mia_prim_thread_id()) {
     mia_block_set_next(page, block, page->local_free);
+    mia_block_set_free_mark(block);
     page->local_free = block;
     page->used--;
     if (page->flags & MIA_PAGE_IN_FULL) mia_page_unfull(page);
@@ -53,6 +48,30 @@ void mia_free_generic(mia_page_t *page, void *p) {
     return;
   }
   mia_free_remote(page, block);
+}
+
+/* The block carries the free mark (release builds): a double free unless
+ * the check says otherwise.  Out of line, so the generic free keeps no
+ * frame for it. */
+static mia_noinline void mia_free_generic_marked(mia_page_t *page, void *p, mia_block_t *block) {
+  uintptr_t owner = page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
+  if (mia_free_is_double(page, block, owner != 0 && owner == mia_prim_thread_id())) return;
+  mia_free_block(page, p, block);
+}
+
+void mia_free_generic(mia_page_t *page, void *p) {
+  if (mia_unlikely(page->is_guarded)) {
+    mia_guarded_free(page, p);
+    return;
+  }
+  mia_block_t *block = (mia_block_t *)p;
+  if (!page->is_huge && (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)))
+    block = (mia_block_t *)mia_page_block_start(page, p);
+  if (mia_unlikely(mia_block_marked_free(block)) && !page->is_huge) {
+    mia_free_generic_marked(page, p, block);
+    return;
+  }
+  mia_free_block(page, p, block);
 }
 
 mia_export void mi_free_size(void *p, size_t size) {

@@ -21,6 +21,8 @@ mia_theap_t mia_theap_empty = {.pages_direct = {[0 ... MIA_DIRECT_WSIZE_MAX] = &
 mia_subproc_t mia_subproc_main = {.heap_main = {.subproc = &mia_subproc_main, .is_main = true},
                                   .is_main = true};
 uintptr_t mia_process_secret;
+/* not 0 before init either: fresh memory is mostly zeros (internal.h) */
+uintptr_t mia_free_mark = 0x6d69616c6c6f6321u;
 _Atomic(int) mia_process_state;
 static uint64_t mia_process_start_ms;
 static uintptr_t mia_init_thread;
@@ -113,6 +115,8 @@ void mia_process_init(void) {
   mia_process_start_ms = mia_prim_clock_ms();
   mia_prim_random_buf(&mia_process_secret, sizeof mia_process_secret);
   mia_process_secret |= 1;
+  mia_prim_random_buf(&mia_free_mark, sizeof mia_free_mark);
+  mia_free_mark |= 1;
   mia_bins_init();
   mia_options_init();
   pthread_key_create(&mia_theap_key, mia_thread_done_cb);

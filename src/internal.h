@@ -16,6 +16,7 @@
 #define mia_likely(x)   __builtin_expect(!!(x), 1)
 #define mia_unlikely(x) __builtin_expect(!!(x), 0)
 #define mia_noinline    __attribute__((noinline))
+#define mia_unused      __attribute__((unused))
 #define mia_always_inline inline __attribute__((always_inline))
 #define mia_cold        __attribute__((cold, noinline))
 #define mia_export      __attribute__((visibility("default")))
@@ -134,18 +135,19 @@ void mia_bins_init(void);
 
 static inline size_t mia_wsize(size_t size) { return (size + MIA_WORD_SIZE - 1) / MIA_WORD_SIZE; }
 
-/* Bins of 8 and 16 bytes, then 16-byte steps to 64, then four per power of
- * two (waste at most 20% of a block, 10% on average).  Every block of 16
- * bytes or more is 16-aligned: C17 wants malloc(n) aligned for any type
- * that fits in n (a long double fits in 24 bytes), and compilers assume
- * 16-byte alignment of operator new on x86-64. */
+/* Bins of 16 bytes, then 16-byte steps to 64, then four per power of two
+ * (waste at most 20% of a block, 10% on average).  Every block is 16-aligned
+ * and at least 16 bytes: C17 wants malloc(n) aligned for any type that fits
+ * in n (a long double fits in 24 bytes), compilers assume 16-byte alignment
+ * of operator new on x86-64, and a freed block's second word must be its
+ * own (release builds mark it, see MIA_FREE_MARK). */
 static inline uint8_t mia_bin_of(size_t size) {
   size_t w = mia_wsize(size);
-  if (w <= 2) return (uint8_t)(w == 0 ? 1 : w);
-  if (w <= 8) return (uint8_t)((w + 1) / 2 + 1);
+  if (w <= 2) return 1;
+  if (w <= 8) return (uint8_t)((w + 1) / 2);
   w--;
   unsigned b = 63u - (unsigned)__builtin_clzl(w);
-  return (uint8_t)(((b << 2) | ((w >> (b - 2)) & 3)) - 6);
+  return (uint8_t)(((b << 2) | ((w >> (b - 2)) & 3)) - 7);
 }
 
 /* ---- free-list links: encoded with per-page keys in secure mode ---- */
@@ -236,16 +238,53 @@ size_t mia_page_usable_of(const mia_page_t *page, const void *p);
 void *mia_page_block_start(const mia_page_t *page, const void *p);
 void mia_free_remote(mia_page_t *page, mia_block_t *block);
 
-/* Hand out the first block of a page's (non-empty) free list. */
-/* Secure builds wipe the link of a block they hand out, so that a block
- * the program never wrote to does not look free to the double-free check. */
-static inline void mia_block_clear_link(mia_block_t *block) {
-#if MIALLOC_SECURE
-  block->next = NULL;
+/* Release builds mark every freed block's second word with a per-process
+ * random value, so a second free of a block still on a free list is seen
+ * at once (glibc's tcache does the same): without it the block would go on
+ * a list twice and be handed out to two owners.  A block handed out loses
+ * its mark.  Secure builds check the link word instead, debug builds their
+ * padding records, and tools builds leave it to the tool (whose view of a
+ * freed block is its link word only).  Every block is 16 bytes or more. */
+#if !MIALLOC_SECURE && !MIALLOC_PADDING && !MIALLOC_VALGRIND && !MIALLOC_ASAN
+#define MIA_FREE_MARK 1
+#else
+#define MIA_FREE_MARK 0
+#endif
+/* hidden in its declaration too, so the free path loads it directly
+ * rather than through the GOT (one instruction less) */
+extern uintptr_t mia_free_mark __attribute__((visibility("hidden")));
+
+static inline bool mia_block_marked_free(const void *p) {
+#if MIA_FREE_MARK
+  return ((const uintptr_t *)p)[1] == mia_free_mark;
+#else
+  (void)p;
+  return false;
+#endif
+}
+
+static inline void mia_block_set_free_mark(mia_block_t *block) {
+#if MIA_FREE_MARK
+  ((uintptr_t *)block)[1] = mia_free_mark;
 #else
   (void)block;
 #endif
 }
+
+/* Secure builds wipe the link of a block they hand out, so that a block
+ * the program never wrote to does not look free to the double-free check;
+ * release builds wipe the free mark for the same reason. */
+static inline void mia_block_clear_link(mia_block_t *block) {
+#if MIALLOC_SECURE
+  block->next = NULL;
+#elif MIA_FREE_MARK
+  ((uintptr_t *)block)[1] = 0;
+#else
+  (void)block;
+#endif
+}
+
+/* Hand out the first block of a page's (non-empty) free list. */
 
 static inline void *mia_page_pop_finish(mia_page_t *page, mia_block_t *block, bool zero) {
   mia_block_clear_link(block);
@@ -363,6 +402,8 @@ static inline size_t mia_padded_request(size_t size) {
 void *mia_theap_malloc_checked(mia_theap_t *theap, size_t size, bool zero) mia_noinline;
 void mia_free_checked(void *p) mia_noinline;
 void mia_free_secure_slow(mia_page_t *page, void *p) mia_noinline;
+bool mia_free_is_double(mia_page_t *page, const void *block, bool owner) mia_noinline;
+void mia_free_marked(mia_page_t *page, void *p) mia_noinline;
 void mia_free_secure_suspect(mia_page_t *page, void *p) mia_noinline;
 void mia_padding_set(void *p, size_t size);
 size_t mia_padding_usable(const mia_page_t *page, const void *p);

@@ -91,7 +91,7 @@ void mia_warning(const char *fmt, ...) {
  * MIALLOC_VERBOSE=1, so that a program probing with malloc(SIZE_MAX) under
  * LD_PRELOAD prints what it prints under glibc.  The codes:
  *   EFAULT     free/realloc of a pointer mialloc does not own
- *   EAGAIN     a double free or a corrupted free list (secure mode)
+ *   EAGAIN     a double free (every build; secure and debug ones see more)
  *   ENOMEM     the OS refused memory (errno ENOMEM)
  *   EOVERFLOW  a size above the largest allocation, or count * size
  *              overflowing (errno ENOMEM, as C requires)

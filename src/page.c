@@ -256,6 +256,7 @@ size_t mia_page_usable_of(const mia_page_t *page, const void *p) {
  * remote free after that puts the page on the owner's remote list. */
 void mia_free_remote(mia_page_t *page, mia_block_t *block) {
   uintptr_t head = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
+  mia_block_set_free_mark(block);
   do {
     mia_block_set_next(page, block, (mia_block_t *)head);
   } while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &head, (uintptr_t)block,

@@ -34,7 +34,7 @@
 
 #define MIA_DIRECT_WSIZE_MAX 128                 /* direct table: sizes <= 1 KiB */
 #define MIA_DIRECT_SIZE_MAX  (MIA_DIRECT_WSIZE_MAX * MIA_WORD_SIZE)
-#define MIA_BIN_COUNT        57                  /* bins 1..57; 0 unused */
+#define MIA_BIN_COUNT        56                  /* bins 1..56; 0 unused */
 #define MIA_BIN_HUGE         (MIA_BIN_COUNT + 1)
 
 /* Largest request we accept: leaves room for rounding without overflow. */

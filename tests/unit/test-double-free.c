@@ -1,0 +1,141 @@
+/* test-double-free.c -- a second free of a block that is still free is
+ * reported (EAGAIN) and ignored in every build but the tools builds, from
+ * the owner thread and from others, so the block is never handed out to
+ * two owners; and ordinary frees are never reported.  Release builds see
+ * it by the free mark (MIA_FREE_MARK in internal.h), secure builds by the
+ * link word, debug builds by the padding record. */
+#include "internal.h"
+#include "../tap.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+static _Atomic(int) errors;
+static _Atomic(int) last_error;
+
+static void on_error(int err, void *arg) {
+  (void)arg;
+  atomic_store(&last_error, err);
+  atomic_fetch_add(&errors, 1);
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* n blocks of size from this thread are all different (a block on a free
+ * list twice would come out twice); they are freed again */
+#define FRESH 3000
+static bool handed_out_once(size_t size) {
+  static void *blocks[FRESH];
+  for (size_t i = 0; i < FRESH; i++) blocks[i] = mi_malloc(size);
+  qsort(blocks, FRESH, sizeof blocks[0], cmp_ptr);
+  bool once = blocks[0] != NULL;
+  for (size_t i = 1; i < FRESH; i++)
+    if (blocks[i] == blocks[i - 1]) once = false;
+  for (size_t i = 0; i < FRESH; i++) mi_free(blocks[i]);
+  return once;
+}
+
+typedef struct {
+  void *p;
+  int times;
+} remote_t;
+
+static void *remote_free(void *arg) {
+  remote_t *r = arg;
+  for (int i = 0; i < r->times; i++) mi_free(r->p);
+  return NULL;
+}
+
+static void free_in_thread(void *p, int times) {
+  remote_t r = {p, times};
+  pthread_t t;
+  if (pthread_create(&t, NULL, remote_free, &r) != 0 || pthread_join(t, NULL) != 0) abort();
+}
+
+/* one more error since `before`, and it was EAGAIN */
+static bool reported(int before) {
+  return atomic_load(&errors) == before + 1 && atomic_load(&last_error) == EAGAIN;
+}
+
+int main(void) {
+#if MIA_ANNOTATED
+  printf("1..0 # SKIP tools builds leave double frees to Valgrind or ASan\n");
+  return 0;
+#endif
+  /* guarded sampling (on by default in secure builds) would send the odd
+   * block to a slot, which reports double frees itself: keep to pages */
+  mi_option_set(mi_option_guarded_sample_rate, 0);
+  mi_register_error(on_error, NULL);
+  mi_thread_init();
+
+  /* a plain double free, with another free in between */
+  int before = atomic_load(&errors);
+  void *p = mi_malloc(48), *q = mi_malloc(48);
+  mi_free(p);
+  mi_free(q);
+  mi_free(p);
+  TAP_OK(reported(before), "free(p), free(q), free(p): the second free of p is reported with EAGAIN (%d errors)",
+         atomic_load(&errors) - before);
+  TAP_OK(handed_out_once(48), "no block of that size is handed out twice afterwards");
+
+  /* blocks freed, handed out again and freed again: never reported */
+  before = atomic_load(&errors);
+  void *keep[512];
+  for (int round = 0; round < 200; round++) {
+    for (int i = 0; i < 512; i++) keep[i] = mi_malloc(16 + (size_t)((i * 37 + round) % 700));
+    for (int i = 0; i < 512; i += 2) mi_free(keep[i]);
+    for (int i = 0; i < 512; i += 2) keep[i] = mi_malloc(16 + (size_t)((i * 11 + round) % 300));
+    for (int i = 0; i < 512; i++) mi_free(keep[i]);
+  }
+  TAP_OK(atomic_load(&errors) == before, "200 rounds of blocks freed and handed out again: no report (%d)",
+         atomic_load(&errors) - before);
+
+  /* a block whose program data is what a freed block holds: the owner
+   * looks on the free lists before it reports */
+  before = atomic_load(&errors);
+  void *a = mi_malloc(32), *b = mi_malloc(32);
+  mi_free(a);
+  memcpy(b, a, 16);   /* a use after free read, copied into a live block */
+  mi_free(b);
+  TAP_OK(atomic_load(&errors) == before, "a live block holding a freed block's bytes is freed without a report");
+
+  /* another thread frees a block twice */
+  before = atomic_load(&errors);
+  p = mi_malloc(64);
+  free_in_thread(p, 2);
+  TAP_OK(reported(before), "a second free in another thread is reported with EAGAIN");
+  TAP_OK(handed_out_once(64), "and the block is handed out once afterwards");
+
+  /* another thread frees it, then the owner frees it again */
+  before = atomic_load(&errors);
+  p = mi_malloc(80);
+  free_in_thread(p, 1);
+  mi_free(p);
+  TAP_OK(reported(before), "freed by another thread, then by the owner: reported with EAGAIN");
+  TAP_OK(handed_out_once(80), "and the block is handed out once afterwards");
+
+  /* the owner frees it, then another thread frees it again */
+  before = atomic_load(&errors);
+  p = mi_malloc(96);
+  mi_free(p);
+  free_in_thread(p, 1);
+  TAP_OK(reported(before), "freed by the owner, then by another thread: reported with EAGAIN");
+  TAP_OK(handed_out_once(96), "and the block is handed out once afterwards");
+
+  /* a block of a page with offset blocks (an aligned allocation) */
+  before = atomic_load(&errors);
+  p = mi_malloc_aligned(200, 64);
+  mi_free(p);
+  mi_free(p);
+  TAP_OK(reported(before), "an aligned block freed twice: reported with EAGAIN");
+
+  /* free(NULL) is never an error */
+  before = atomic_load(&errors);
+  mi_free(NULL);
+  mi_free(NULL);
+  TAP_OK(atomic_load(&errors) == before, "free(NULL) twice is not an error");
+  return tap_done();
+}
