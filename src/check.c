@@ -355,9 +355,12 @@ bool mia_debug_check_theap(mia_theap_t *theap) {
 
 #if !MIALLOC_PADDING
 
+/* Links are checked before they are followed: release builds do not
+ * check them on use, and a write after free may have changed one. */
 static bool mia_list_holds(const mia_page_t *page, const mia_block_t *b, const void *p) {
   for (size_t guard = 0; b != NULL && guard <= page->capacity; guard++) {
     if ((const void *)b == p) return true;
+    if (!mia_link_plausible(page, (uintptr_t)b)) return false;
     b = mia_block_next(page, b);
   }
   return false;
