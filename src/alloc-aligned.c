@@ -107,6 +107,9 @@ static void *mia_malloc_aligned_impl(mia_theap_t *theap, size_t size, size_t ali
     return NULL;
   }
   uintptr_t aligned = (((uintptr_t)page->start + offset + alignment - 1) & ~(uintptr_t)(alignment - 1)) - offset;
+  /* the block does not start at page->start: frees of it are not checked
+   * for interior pointers (mia_huge_interior) */
+  if ((uint8_t *)aligned != page->start) mia_page_set_flag(page, MIA_PAGE_HAS_ALIGNED, true);
   if (zero && !page->is_zero_init) mia_memzero((void *)aligned, size);
   return (void *)aligned;
 }

@@ -128,6 +128,9 @@ static bool mia_check_free_ptr(mia_page_t *page, void *p, uint8_t **block_out) {
                 mia_size_class(page), (void *)block);
       return false;
     }
+  } else if (mia_huge_interior(page, p)) {
+    mia_free_huge_interior(page, p);
+    return false;
   }
   mia_padding_t *pad = mia_padding_of(page, block);
   if (pad->canary == mia_canary_freed(pad)) {

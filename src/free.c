@@ -59,9 +59,18 @@ static mia_noinline void mia_free_generic_marked(mia_page_t *page, void *p, mia_
   mia_free_block(page, p, block);
 }
 
+void mia_free_huge_interior(const mia_page_t *page, const void *p) {
+  mia_error(EINVAL, "free: pointer %p points into the middle of the huge block at %p (%zu bytes)\n", p,
+            (void *)page->start, page->block_size);
+}
+
 void mia_free_generic(mia_page_t *page, void *p) {
   if (mia_unlikely(page->is_guarded)) {
     mia_guarded_free(page, p);
+    return;
+  }
+  if (mia_unlikely(mia_huge_interior(page, p))) {
+    mia_free_huge_interior(page, p);
     return;
   }
   mia_block_t *block = (mia_block_t *)p;

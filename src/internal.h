@@ -236,6 +236,16 @@ static inline bool mia_page_has_free(const mia_page_t *page) {
 bool mia_page_extend(mia_page_t *page);
 size_t mia_page_usable_of(const mia_page_t *page, const void *p);
 void *mia_page_block_start(const mia_page_t *page, const void *p);
+
+/* A pointer into a huge block other than the one handed out: freeing it
+ * would free the whole block under its owner.  The block starts at
+ * page->start unless it was placed for an alignment or behind a profiler
+ * header (the flags say so; such pointers are not checked). */
+static inline bool mia_huge_interior(const mia_page_t *page, const void *p) {
+  return page->is_huge && (const uint8_t *)p != page->start &&
+         (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) == 0;
+}
+void mia_free_huge_interior(const mia_page_t *page, const void *p) mia_cold;
 void mia_free_remote(mia_page_t *page, mia_block_t *block);
 
 /* Release builds mark every freed block's second word with a per-process

@@ -1,9 +1,11 @@
-/* test-double-free.c -- a second free of a block that is still free is
- * reported (EAGAIN) and ignored in every build but the tools builds, from
- * the owner thread and from others, so the block is never handed out to
- * two owners; and ordinary frees are never reported.  Release builds see
- * it by the free mark (MIA_FREE_MARK in internal.h), secure builds by the
- * link word, debug builds by the padding record. */
+/* test-free-checks.c -- the checks every build but the tools builds makes
+ * at free.  A second free of a block that is still free is reported
+ * (EAGAIN) and ignored, from the owner thread and from others, so the
+ * block is never handed out to two owners; release builds see it by the
+ * free mark (MIA_FREE_MARK in internal.h), secure builds by the link word,
+ * debug builds by the padding record.  A free of a pointer into the middle
+ * of a huge block is reported (EINVAL) and ignored, so the block stays
+ * whole.  Ordinary frees are never reported. */
 #include "internal.h"
 #include "../tap.h"
 
@@ -131,6 +133,30 @@ int main(void) {
   mi_free(p);
   mi_free(p);
   TAP_OK(reported(before), "an aligned block freed twice: reported with EAGAIN");
+
+  /* a pointer into the middle of a huge block: the block stays live */
+  before = atomic_load(&errors);
+  size_t huge = 3 * 1024 * 1024;
+  unsigned char *h = mi_malloc(huge);
+  memset(h, 0x5a, huge);
+  mi_free(h + 8192);
+  bool whole = atomic_load(&errors) == before + 1 && atomic_load(&last_error) == EINVAL;
+  TAP_OK(whole, "a free of a pointer into a huge block is reported with EINVAL");
+  bool kept = mi_usable_size(h) >= huge;
+  for (size_t i = 0; i < huge && kept; i += 4096) kept = h[i] == 0x5a;
+  TAP_OK(kept, "and the block stays live with its contents");
+  before = atomic_load(&errors);
+  mi_free(h);
+  TAP_OK(atomic_load(&errors) == before, "its real free later is not an error");
+
+  /* huge blocks placed for an alignment are freed by the pointer handed out */
+  before = atomic_load(&errors);
+  void *ha = mi_malloc_aligned(huge, (size_t)1 << 20);
+  void *hb = mi_malloc_aligned_at(huge, 4096, 64);
+  mi_free(ha);
+  mi_free(hb);
+  TAP_OK(ha != NULL && hb != NULL && atomic_load(&errors) == before,
+         "aligned huge blocks are freed without a report (%d)", atomic_load(&errors) - before);
 
   /* free(NULL) is never an error */
   before = atomic_load(&errors);
