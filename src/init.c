@@ -113,10 +113,11 @@ void mia_process_init(void) {
   }
   mia_init_thread = mia_prim_thread_id();
   mia_process_start_ms = mia_prim_clock_ms();
-  mia_prim_random_buf(&mia_process_secret, sizeof mia_process_secret);
-  mia_process_secret |= 1;
-  mia_prim_random_buf(&mia_free_mark, sizeof mia_free_mark);
-  mia_free_mark |= 1;
+  /* both secrets from one system call: every process pays for it */
+  uintptr_t seeds[2] = {0, mia_free_mark};
+  mia_prim_random_buf(seeds, sizeof seeds);
+  mia_process_secret = seeds[0] | 1;
+  mia_free_mark = seeds[1] | 1;
   mia_bins_init();
   mia_options_init();
   pthread_key_create(&mia_theap_key, mia_thread_done_cb);

@@ -295,7 +295,6 @@ static inline void mia_block_clear_link(mia_block_t *block) {
 }
 
 /* Hand out the first block of a page's (non-empty) free list. */
-
 static inline void *mia_page_pop_finish(mia_page_t *page, mia_block_t *block, bool zero) {
   mia_block_clear_link(block);
   page->used++;
