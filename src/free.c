@@ -76,6 +76,11 @@ void mia_free_generic(mia_page_t *page, void *p) {
   mia_block_t *block = (mia_block_t *)p;
   if (!page->is_huge && (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)))
     block = (mia_block_t *)mia_page_block_start(page, p);
+  /* before the mark is read: a held block's memory was purged */
+  if (mia_unlikely(mia_page_block_held(page, block))) {
+    mia_free_held(page, p);
+    return;
+  }
   if (mia_unlikely(mia_block_marked_free(block)) && !page->is_huge) {
     mia_free_generic_marked(page, p, block);
     return;

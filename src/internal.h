@@ -493,9 +493,43 @@ static inline void mia_prof_account_refill(mia_page_t *page, size_t len) {
   mia_prof_account(page, len);
 }
 
+/* ---- thinning: purging the free OS pages of sparse pages (thin.c) ----
+ * Release builds only: secure and debug builds check or fill freed memory
+ * (which a purge would zero), tools builds track it. */
+#if MIA_FREE_MARK && !MIALLOC_SECURE
+#define MIA_THIN 1
+#else
+#define MIA_THIN 0
+#endif
+#define MIA_THIN_MAX_OS_PAGES 128   /* bits of page->held_mask */
+void mia_theap_thin(mia_theap_t *theap, bool force);
+bool mia_page_readmit(mia_page_t *page);
+void mia_page_mark_held(const mia_page_t *page, uint64_t *freemap);
+void mia_free_held(const mia_page_t *page, const void *p) mia_cold;
+
+/* Does the block at block touch a purged OS page of its page?  Then it is
+ * free already (held): a free of it is a double free.  Other threads ask
+ * too, hence the atomic loads; a live block never touches one. */
+static inline bool mia_page_block_held(const mia_page_t *page, const void *block) {
+#if MIA_THIN
+  if (!(__atomic_load_n(&page->flags, __ATOMIC_RELAXED) & MIA_PAGE_HAS_HELD)) return false;
+  size_t shift = (size_t)__builtin_ctzl(mia_prim_page_size());
+  size_t off = (size_t)((const uint8_t *)block - page->start);
+  size_t first = off >> shift, last = (off + page->block_size - 1) >> shift;
+  for (size_t k = first; k <= last && k < MIA_THIN_MAX_OS_PAGES; k++)
+    if ((__atomic_load_n(&page->held_mask[k / 64], __ATOMIC_RELAXED) >> (k % 64)) & 1) return true;
+  return false;
+#else
+  (void)page, (void)block;
+  return false;
+#endif
+}
+
 /* ---- live blocks of a page (page.c) ---- */
 typedef bool (mia_block_fun)(mia_page_t *page, void *block, void *arg);
 size_t mia_page_live_count(mia_page_t *page);
+size_t mia_page_free_map(const mia_page_t *page, uint64_t *freemap, bool remote);
+#define MIA_PAGE_MAX_BLOCKS (MIA_SLICE_SIZE / MIA_WORD_SIZE)
 bool mia_page_visit_live(mia_page_t *page, mia_block_fun *fun, void *arg);
 
 /* ---- background purging (purge.c) ---- */
@@ -511,6 +545,7 @@ void mia_stat_page(const mia_page_t *page, int delta);   /* a page given to / ta
 void mia_stat_huge(int64_t bytes, int blocks);           /* huge spans: allocated, grown, freed */
 void mia_stat_commit(int64_t bytes);                     /* memory newly touched (+) or handed on (-) */
 void mia_stat_purge(size_t bytes);                       /* memory purged (one madvise) */
+void mia_stat_thin(size_t bytes);                        /* OS pages of a page in use purged */
 void mia_stat_reserve(int64_t bytes);                    /* an arena reserved */
 void mia_stats_print_at_exit(void);
 

@@ -55,6 +55,8 @@ void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zer
   page->sample_left = -1;
   page->guard_left = -1;
   atomic_store_explicit(&page->sampled_live, 0, memory_order_relaxed);
+  page->held_mask[0] = page->held_mask[1] = 0;
+  page->held = page->thin_used = page->thin_stamp = 0;
 #if MIALLOC_SECURE
   mia_page_new_keys(page);
   unsigned shift = (unsigned)__builtin_ctzl(block_size);
@@ -182,14 +184,12 @@ void mia_page_collect(mia_page_t *page) {
     page->free = page->local_free;
     page->local_free = NULL;
     page->free_is_zero = false;
-    /* every block not handed out is on this list now */
-    if (mia_unlikely(mia_sampling_on())) mia_prof_account_refill(page, page->capacity - page->used);
+    /* every block not handed out (or held by thinning) is on this list now */
+    if (mia_unlikely(mia_sampling_on())) mia_prof_account_refill(page, page->capacity - page->used - page->held);
   }
 }
 
 /* ---- live blocks: everything carved out that is on no free list ---- */
-
-#define MIA_PAGE_MAX_BLOCKS (MIA_SLICE_SIZE / MIA_WORD_SIZE)
 
 static void mark_list(const mia_page_t *page, const mia_block_t *b, uint64_t *freemap, size_t *nfree) {
   size_t bsize = page->block_size;
@@ -206,14 +206,28 @@ static void mark_list(const mia_page_t *page, const mia_block_t *b, uint64_t *fr
   }
 }
 
-static size_t mia_page_free_map(mia_page_t *page, uint64_t *freemap) {
+static size_t count_bits(const uint64_t *map, size_t n) {
+  size_t c = 0;
+  for (size_t w = 0; w < (n + 63) / 64; w++) c += (size_t)__builtin_popcountll(map[w]);
+  return c;
+}
+
+/* One bit per carved block: set for the free ones (on the owner's lists,
+ * held by thinning, and with remote, on the list of other threads' frees,
+ * which only the owner may take).  Returns how many are free. */
+size_t mia_page_free_map(const mia_page_t *page, uint64_t *freemap, bool remote) {
   size_t nfree = 0;
   memset(freemap, 0, ((page->capacity + 63) / 64) * sizeof(uint64_t));
   mark_list(page, page->free, freemap, &nfree);
   mark_list(page, page->local_free, freemap, &nfree);
   mark_list(page, page->sample_rest, freemap, &nfree);
-  mark_list(page, (const mia_block_t *)atomic_load_explicit(&page->thread_free, memory_order_acquire),
-            freemap, &nfree);
+  if (remote)
+    mark_list(page, (const mia_block_t *)atomic_load_explicit(&page->thread_free, memory_order_acquire),
+              freemap, &nfree);
+  if (page->held != 0) {
+    mia_page_mark_held(page, freemap);
+    nfree = count_bits(freemap, page->capacity);
+  }
   return nfree;
 }
 
@@ -221,7 +235,7 @@ size_t mia_page_live_count(mia_page_t *page) {
   if (page->is_huge) return page->used;
   if (page->capacity > MIA_PAGE_MAX_BLOCKS) return page->used;
   uint64_t freemap[MIA_PAGE_MAX_BLOCKS / 64];
-  return page->capacity - mia_page_free_map(page, freemap);
+  return page->capacity - mia_page_free_map(page, freemap, true);
 }
 
 /* Call fun for each live block (its start); false when fun stopped it. */
@@ -229,7 +243,7 @@ bool mia_page_visit_live(mia_page_t *page, mia_block_fun *fun, void *arg) {
   if (page->is_huge) return page->used == 0 || fun(page, page->start, arg);
   if (page->capacity > MIA_PAGE_MAX_BLOCKS) return true;
   uint64_t freemap[MIA_PAGE_MAX_BLOCKS / 64];
-  mia_page_free_map(page, freemap);
+  mia_page_free_map(page, freemap, true);
   for (size_t i = 0; i < page->capacity; i++) {
     if ((freemap[i / 64] >> (i % 64)) & 1) continue;
     if (!fun(page, page->start + i * page->block_size, arg)) return false;

@@ -86,6 +86,13 @@ void mia_stat_purge(size_t bytes) {
   mia_stat_add(&mia_stats_global.committed, -(int64_t)bytes);
 }
 
+/* Thinning purges OS pages of pages in use: the committed count, kept per
+ * 64 KiB slice, leaves them in (the slice's own purge takes them out). */
+void mia_stat_thin(size_t bytes) {
+  mia_stat_inc(&mia_stats_global.purges, 1);
+  mia_stat_inc(&mia_stats_global.purged_bytes, (int64_t)bytes);
+}
+
 void mia_stat_reserve(int64_t bytes) {
   mia_stat_add(&mia_stats_global.arenas, bytes > 0 ? 1 : -1);
   mia_stat_add(&mia_stats_global.reserved, bytes);

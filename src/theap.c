@@ -102,7 +102,8 @@ void mia_theap_queue_page(mia_theap_t *theap, mia_page_t *page) {
   page->next = page->prev = NULL;
   mia_page_set_flag(page, MIA_PAGE_IN_FULL, false);
   queue_push_front(&theap->pages[page->bin], page);
-  if (!mia_page_has_free(page) && page->local_free == NULL && page->capacity >= page->reserved) {
+  if (!mia_page_has_free(page) && page->local_free == NULL && page->held == 0 &&
+      page->capacity >= page->reserved) {
     if (!mia_page_to_full(theap, page)) {
       mia_page_collect(page);
       mia_page_from_full(theap, page);
@@ -132,6 +133,8 @@ void mia_theap_process_remote(mia_theap_t *theap) {
 static mia_page_t *mia_page_fresh(mia_theap_t *theap, uint8_t bin) {
   size_t bsize = mia_bin_size[bin];
   mia_deferred_free(theap, false);
+  /* the heap grows: first give back what sparse pages hold free */
+  if (MIA_THIN && mia_prim_clock_ms() >= theap->thin_at) mia_theap_thin(theap, false);
   mia_page_t *page = mia_segment_page_alloc(theap->tld, mia_page_slices_for(bsize));
   if (page == NULL) return NULL;
   mia_page_init(page, bsize, bin, page->is_zero_init);
@@ -152,7 +155,8 @@ static mia_page_t *mia_find_free_page(mia_theap_t *theap, uint8_t bin) {
   while (page != NULL) {
     mia_page_t *next = page->next;
     mia_page_collect(page);
-    if (!mia_page_has_free(page)) mia_page_extend(page);
+    /* blocks held by thinning first: they are carved already */
+    if (!mia_page_has_free(page) && !mia_page_readmit(page)) mia_page_extend(page);
     if (mia_page_has_free(page)) {
       if (page != pq->first) {
         queue_remove(pq, page);
@@ -290,6 +294,7 @@ void mia_theap_reset_queues(mia_theap_t *theap) {
  * long enough (everything when force). */
 void mia_theap_collect(mia_theap_t *theap, bool force) {
   mia_theap_free_empty_pages(theap, force);
+  mia_theap_thin(theap, force);
   mia_segments_purge(theap->tld, force);
 }
 

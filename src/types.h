@@ -58,7 +58,8 @@ enum {
   MIA_PAGE_IN_FULL     = 0x1,   /* page sits in the theap's full list */
   MIA_PAGE_HAS_ALIGNED = 0x2,   /* some block was handed out at an offset */
   MIA_PAGE_HAS_SAMPLED = 0x4,   /* some block carries profiler sample data */
-  MIA_PAGE_FLAG_MASK   = 0x7,
+  MIA_PAGE_HAS_HELD    = 0x8,   /* free blocks held back in purged OS pages (thin.c) */
+  MIA_PAGE_FLAG_MASK   = 0xf,
 };
 
 typedef struct mia_page_s {
@@ -96,6 +97,12 @@ typedef struct mia_page_s {
   _Atomic(uint32_t) sampled_live;  /* profiler-sampled blocks alive in the page */
   uint32_t sample_rest_len;      /* blocks in sample_rest; UINT32_MAX: not known */
   bool sample_rest_is_zero;      /* free_is_zero of the list sample_rest was cut from */
+  /* thinning (thin.c): OS pages of a sparse page purged while it keeps its
+   * live blocks; the free blocks touching them are on no list ("held") */
+  uint64_t held_mask[2];         /* purged OS pages, one bit each */
+  uint32_t held;                 /* free blocks touching them */
+  uint32_t thin_used;            /* used when last thinned; 0: never */
+  uint32_t thin_stamp;           /* the theap's thinning round that saw it sparse */
 #if MIALLOC_SECURE
   uintptr_t keys[2];             /* free-list encoding keys */
   /* block_size = odd << shift.  rotr((p - start) * inverse(odd), shift) is
@@ -210,6 +217,8 @@ struct mia_theap_s {
   mia_theap_t *heap_prev;
   mia_theap_t *tld_next;          /* the thread's list of first-class theaps */
   int64_t huge_sample_left;       /* profiler: bytes of huge blocks to the sample */
+  uint64_t thin_at;               /* ms: the next thinning round (thin.c) */
+  uint32_t thin_round;
   uint64_t random;                /* profiler: state of the theap's draws */
 };
 

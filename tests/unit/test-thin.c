@@ -1,0 +1,186 @@
+/* test-thin.c -- thinning (src/thin.c): a sparse page gives its free OS
+ * pages back to the system while it keeps its live blocks, holds the free
+ * blocks that touch them off its lists, reports a second free of one of
+ * those, and hands them all out again (each once) when its size class
+ * needs the memory.  Release builds only: the others check or fill freed
+ * memory, which a purge would zero. */
+#include "internal.h"
+#include "../tap.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#define SIZE 1200            /* a size class only this test uses: 1280-byte blocks */
+#define COUNT (51 * 40)      /* 51 blocks fill a 64 KiB page: 40 pages */
+#define KEEP_ONE_IN 25       /* 2 survivors a page: sparse enough to thin */
+#define SURVIVORS ((COUNT + KEEP_ONE_IN - 1) / KEEP_ONE_IN)
+
+static void *blocks[COUNT];
+static void *again[COUNT];
+
+static _Atomic(int) errors;
+static _Atomic(int) last_error;
+
+static void on_error(int err, void *arg) {
+  (void)arg;
+  atomic_store(&last_error, err);
+  atomic_fetch_add(&errors, 1);
+}
+
+static bool kept(size_t i) { return i % KEEP_ONE_IN == 0; }
+
+static void fill(void *p, size_t tag) { memset(p, (int)(tag * 7 + 1) & 0xff, SIZE); }
+
+static bool intact(const void *p, size_t tag) {
+  const unsigned char *c = p;
+  for (size_t j = 0; j < SIZE; j++)
+    if (c[j] != ((tag * 7 + 1) & 0xff)) return false;
+  return true;
+}
+
+/* are all the OS pages of the block at p resident? */
+static bool resident(const void *p) {
+  size_t ps = mia_prim_page_size();
+  uintptr_t first = (uintptr_t)p & ~(uintptr_t)(ps - 1);
+  uintptr_t last = ((uintptr_t)p + mia_bin_size[mia_bin_of(SIZE)] - 1) & ~(uintptr_t)(ps - 1);
+  for (uintptr_t a = first; a <= last; a += ps) {
+    unsigned char vec = 0;
+    if (mincore((void *)a, ps, &vec) != 0 || !(vec & 1)) return false;
+  }
+  return true;
+}
+
+/* is p inside one of the 64 KiB slices the first round's blocks were in? */
+static bool in_old_pages(const void *p) {
+  for (size_t i = 0; i < COUNT; i++)
+    if (((uintptr_t)blocks[i] >> MIA_SLICE_SHIFT) == ((uintptr_t)p >> MIA_SLICE_SHIFT)) return true;
+  return false;
+}
+
+static bool is_survivor(const void *p) {
+  for (size_t i = 0; i < COUNT; i += KEEP_ONE_IN)
+    if (blocks[i] == p) return true;
+  return false;
+}
+
+typedef struct { size_t live; } visit_t;
+
+static bool count_live(const mi_heap_t *heap, const mi_heap_area_t *area, void *block, size_t size, void *arg) {
+  (void)heap, (void)size;
+  if (block != NULL && area->block_size == mia_bin_size[mia_bin_of(SIZE)]) ((visit_t *)arg)->live++;
+  return true;
+}
+
+static void *free_in_thread(void *arg) {
+  mi_free(arg);
+  return NULL;
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+  return x < y ? -1 : x > y;
+}
+
+int main(void) {
+#if !MIA_THIN
+  printf("1..0 # SKIP thinning is a release-build feature (secure, debug and tools builds keep freed memory)\n");
+  return 0;
+#endif
+  mi_option_set(mi_option_guarded_sample_rate, 0);
+  mi_register_error(on_error, NULL);
+  mi_thread_init();
+
+  for (size_t i = 0; i < COUNT; i++) {
+    blocks[i] = mi_malloc(SIZE);
+    fill(blocks[i], i);
+  }
+  for (size_t i = 0; i < COUNT; i++)
+    if (!kept(i)) mi_free(blocks[i]);
+
+  /* the free memory was written: resident before */
+  size_t free_resident = 0, candidates = 0;
+  for (size_t i = 0; i < COUNT; i++) free_resident += !kept(i) && resident(blocks[i]);
+  TAP_OK(free_resident > COUNT / 2, "before: the freed blocks' memory is resident (%zu)", free_resident);
+
+  int before = atomic_load(&errors);
+  int64_t purged = mia_stats_global.purged_bytes;
+  mi_collect(true);
+
+  /* OS pages no survivor touches are gone, except in the page malloc uses */
+  size_t gone = 0;
+  for (size_t i = 0; i < COUNT; i++) {
+    if (kept(i)) continue;
+    mia_page_t *page = mia_page_of(blocks[i]);
+    if (page == NULL || mia_page_block_held(page, blocks[i]) != !resident(blocks[i])) {
+      candidates = SIZE_MAX;   /* a held block must be exactly a purged one */
+      break;
+    }
+    candidates++;
+    gone += !resident(blocks[i]);
+  }
+  TAP_OK(candidates != SIZE_MAX, "every freed block is held exactly when its memory was purged");
+  TAP_OK(gone * 2 > candidates, "after mi_collect: most freed blocks' memory is purged (%zu of %zu)", gone, candidates);
+  TAP_OK(mia_stats_global.purged_bytes - purged >= (int64_t)(gone / 4) * 4096,
+         "the statistics count the purged bytes (%lld)", (long long)(mia_stats_global.purged_bytes - purged));
+  bool ok = true;
+  for (size_t i = 0; i < COUNT; i += KEEP_ONE_IN) ok = ok && resident(blocks[i]) && intact(blocks[i], i);
+  TAP_OK(ok, "the survivors stay resident and keep their contents");
+  visit_t v = {0};
+  mi_heap_visit_blocks(mi_heap_get_default(), true, count_live, &v);
+  TAP_OK(v.live == SURVIVORS, "a heap walk sees the survivors as the only live blocks (%zu)", v.live);
+  TAP_OK(atomic_load(&errors) == before, "no error so far");
+
+  /* a second free of a held block: reported, ignored */
+  void *held = NULL;
+  for (size_t i = 0; i < COUNT && held == NULL; i++)
+    if (!kept(i) && !resident(blocks[i])) held = blocks[i];
+  before = atomic_load(&errors);
+  mi_free(held);
+  TAP_OK(held != NULL && atomic_load(&errors) == before + 1 && atomic_load(&last_error) == EAGAIN,
+         "a second free of a held block is reported with EAGAIN");
+  void *held2 = NULL;
+  for (size_t i = COUNT; i-- > 0 && held2 == NULL;)
+    if (!kept(i) && !resident(blocks[i]) && blocks[i] != held) held2 = blocks[i];
+  before = atomic_load(&errors);
+  pthread_t t;
+  if (pthread_create(&t, NULL, free_in_thread, held2) != 0 || pthread_join(t, NULL) != 0) abort();
+  TAP_OK(held2 != NULL && atomic_load(&errors) == before + 1 && atomic_load(&last_error) == EAGAIN,
+         "and so is one from another thread");
+
+  /* a survivor freed by another thread while its page holds blocks */
+  before = atomic_load(&errors);
+  void *remote = blocks[KEEP_ONE_IN * 3];
+  if (pthread_create(&t, NULL, free_in_thread, remote) != 0 || pthread_join(t, NULL) != 0) abort();
+  TAP_OK(atomic_load(&errors) == before, "a survivor freed by another thread is not an error");
+
+  /* the size class needs memory again: the held blocks come back first */
+  size_t n = COUNT - SURVIVORS + 1;   /* every free block, the remote one too */
+  bool inside = true, not_live = true;
+  for (size_t i = 0; i < n; i++) {
+    again[i] = mi_malloc(SIZE);
+    inside = inside && again[i] != NULL && in_old_pages(again[i]);
+    not_live = not_live && (!is_survivor(again[i]) || again[i] == remote);
+    if (again[i] != NULL) memset(again[i], 0xa5, SIZE);
+  }
+  TAP_OK(inside, "%zu blocks of the size class come from the thinned pages, no fresh page", n);
+  TAP_OK(not_live, "none of them is a live survivor");
+  qsort(again, n, sizeof again[0], cmp_ptr);
+  bool once = true;
+  for (size_t i = 1; i < n; i++) once = once && again[i] != again[i - 1];
+  TAP_OK(once, "each is handed out once");
+  ok = true;
+  for (size_t i = 0; i < COUNT; i += KEEP_ONE_IN)
+    if (blocks[i] != remote) ok = ok && intact(blocks[i], i);
+  TAP_OK(ok, "the survivors still keep their contents");
+
+  before = atomic_load(&errors);
+  for (size_t i = 0; i < n; i++) mi_free(again[i]);
+  for (size_t i = 0; i < COUNT; i += KEEP_ONE_IN)
+    if (blocks[i] != remote) mi_free(blocks[i]);
+  TAP_OK(atomic_load(&errors) == before, "freeing everything is not an error");
+  v.live = 0;
+  mi_heap_visit_blocks(mi_heap_get_default(), true, count_live, &v);
+  TAP_OK(v.live == 0, "and no block of the size class is live afterwards (%zu)", v.live);
+  return tap_done();
+}
