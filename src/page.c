@@ -56,7 +56,7 @@ void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zer
   page->guard_left = -1;
   atomic_store_explicit(&page->sampled_live, 0, memory_order_relaxed);
   page->held_mask[0] = page->held_mask[1] = 0;
-  page->held = page->thin_used = page->thin_stamp = 0;
+  page->held = page->thin_used = page->thin_stamp = page->thin_ms = 0;
 #if MIALLOC_SECURE
   mia_page_new_keys(page);
   unsigned shift = (unsigned)__builtin_ctzl(block_size);

@@ -32,6 +32,8 @@
 #define MIA_THIN_SPARSE_DIV 4     /* sparse: used <= capacity / 4 */
 #define MIA_THIN_MIN_PAGES  2     /* fewer newly purgeable OS pages: not worth a call */
 #define MIA_THIN_MIN_RUN    4     /* nor a run of fewer */
+#define MIA_THIN_SOON_MS    1000  /* re-admitted sooner: thinned too soon */
+#define MIA_THIN_BACKOFF_MAX 8    /* at most 256 purge delays of waiting */
 
 static size_t os_shift(void) { return (size_t)__builtin_ctzl(mia_prim_page_size()); }
 
@@ -85,10 +87,31 @@ static mia_block_t *list_from_map(const mia_page_t *page, const uint64_t *map, s
   return head;
 }
 
+/* A page re-admitted soon after it was thinned paid a purge and the page
+ * faults for nothing: a program that cycles through its size classes
+ * (requests of one kind, then another, then the first again) would pay
+ * them every cycle.  Its bin then waits before it is thinned again, twice
+ * as long each time this happens, up to 256 purge delays; a page
+ * re-admitted long after its thinning brings the wait down again. */
+static void thin_learn(mia_page_t *page) {
+  mia_theap_t *theap = atomic_load_explicit(&page->theap, memory_order_relaxed);
+  if (theap == NULL) return;
+  uint64_t now = mia_prim_clock_ms();
+  uint8_t *backoff = &theap->thin_backoff[page->bin];
+  if ((uint32_t)now - page->thin_ms >= MIA_THIN_SOON_MS) {
+    if (*backoff > 0) (*backoff)--;
+    return;
+  }
+  if (*backoff < MIA_THIN_BACKOFF_MAX) (*backoff)++;
+  long delay = mia_option_get_fast(mi_option_purge_delay);
+  theap->thin_resume[page->bin] = now + ((uint64_t)(delay > 0 ? delay : 1) << *backoff);
+}
+
 /* The bin needs the page again: every held block goes back on its (empty)
  * free list.  Writing their links faults the purged OS pages back in. */
 bool mia_page_readmit(mia_page_t *page) {
   if (page->held == 0) return false;
+  thin_learn(page);
   mia_assert(page->free == NULL && page->sample_rest == NULL);
   uint64_t map[MIA_PAGE_MAX_BLOCKS / 64];
   memset(map, 0, ((page->capacity + 63) / 64) * sizeof(uint64_t));
@@ -190,6 +213,7 @@ static void mia_page_thin(mia_page_t *page, bool lazy) {
   page->local_free = NULL;
   page->free_is_zero = false;
   page->held = (uint32_t)nheld;
+  page->thin_ms = (uint32_t)mia_prim_clock_ms();
   update_flag(page);
 }
 
@@ -237,7 +261,7 @@ void mia_theap_thin(mia_theap_t *theap, bool force) {
   bool lazy = mia_option_get_fast(mi_option_purge_decommits) == 0;
   for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++) {
     mia_page_t *first = theap->pages[bin].first;
-    if (first == NULL) continue;
+    if (first == NULL || (now < theap->thin_resume[bin] && !force)) continue;
     for (mia_page_t *page = first->next; page != NULL; page = page->next, visited++)
       if (thin_due(page, round, force)) mia_page_thin(page, lazy);
   }

@@ -103,6 +103,7 @@ typedef struct mia_page_s {
   uint32_t held;                 /* free blocks touching them */
   uint32_t thin_used;            /* used when last thinned; 0: never */
   uint32_t thin_stamp;           /* the theap's thinning round that saw it sparse */
+  uint32_t thin_ms;              /* when it was thinned (low bits of the ms clock) */
 #if MIALLOC_SECURE
   uintptr_t keys[2];             /* free-list encoding keys */
   /* block_size = odd << shift.  rotr((p - start) * inverse(odd), shift) is
@@ -219,6 +220,8 @@ struct mia_theap_s {
   int64_t huge_sample_left;       /* profiler: bytes of huge blocks to the sample */
   uint64_t thin_at;               /* ms: the next thinning round (thin.c) */
   uint32_t thin_round;
+  uint8_t thin_backoff[MIA_BIN_COUNT + 1];    /* per bin: thinned too soon this often */
+  uint64_t thin_resume[MIA_BIN_COUNT + 1];    /* per bin: ms until which it is not thinned */
   uint64_t random;                /* profiler: state of the theap's draws */
 };
 

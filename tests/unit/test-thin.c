@@ -77,6 +77,88 @@ static void *free_in_thread(void *arg) {
   return NULL;
 }
 
+/* ---- stress: phases of size ranges in threads that free each other's
+ * blocks, with a thinning round at every fresh page (purge delay 0) ---- */
+#define STRESS_THREADS 4
+#define STRESS_LIVE 4000
+#define STRESS_PHASES 12
+#define STRESS_SLOTS 64
+
+typedef struct {
+  uint32_t tag;
+  uint32_t size;
+} obj_t;
+
+static _Atomic(obj_t *) mailbox[STRESS_THREADS][STRESS_SLOTS];
+static _Atomic(int) corrupted;
+
+static uint64_t next_rand(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+static obj_t *obj_new(size_t size, uint32_t tag) {
+  obj_t *o = mi_malloc(size);
+  if (o == NULL) abort();
+  o->tag = tag;
+  o->size = (uint32_t)size;
+  memset(o + 1, (int)(tag & 0xff), size - sizeof *o);
+  return o;
+}
+
+static void obj_free(obj_t *o) {
+  const unsigned char *c = (const unsigned char *)(o + 1);
+  for (size_t i = 0; i < o->size - sizeof *o; i++)
+    if (c[i] != (o->tag & 0xff)) {
+      atomic_fetch_add(&corrupted, 1);
+      break;
+    }
+  mi_free(o);
+}
+
+/* each phase: fill, churn, then keep 1 in 64 and send 1 in 8 to another
+ * thread's mailbox; sizes cycle, so thinned pages are re-admitted */
+static void *stress_thread(void *arg) {
+  int id = (int)(intptr_t)arg;
+  uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(id + 1);
+  static __thread obj_t *live[STRESS_LIVE];
+  obj_t **kept_objs = malloc(sizeof(obj_t *) * STRESS_LIVE);
+  size_t nkept = 0;
+  uint32_t tag = (uint32_t)id << 24;
+  static const size_t lo[4] = {600, 2000, 9000, 300};
+  for (int ph = 0; ph < STRESS_PHASES; ph++) {
+    size_t a = lo[ph % 4], span = 3 * a;
+    for (int i = 0; i < STRESS_LIVE; i++) live[i] = obj_new(a + next_rand(&seed) % span, ++tag);
+    for (int c = 0; c < STRESS_LIVE; c++) {
+      int i = (int)(next_rand(&seed) % STRESS_LIVE);
+      obj_free(live[i]);
+      live[i] = obj_new(a + next_rand(&seed) % span, ++tag);
+    }
+    for (int i = 0; i < STRESS_LIVE; i++) {
+      uint64_t r = next_rand(&seed) % 64;
+      if (r == 0 && nkept < STRESS_LIVE) {
+        kept_objs[nkept++] = live[i];
+      } else if (r < 8) {
+        size_t to = next_rand(&seed) % STRESS_THREADS, slot = next_rand(&seed) % STRESS_SLOTS;
+        obj_t *old = atomic_exchange(&mailbox[to][slot], live[i]);
+        if (old != NULL) obj_free(old);
+      } else {
+        obj_free(live[i]);
+      }
+    }
+    for (int k = 0; k < 40 && nkept > 0; k++) {
+      size_t i = next_rand(&seed) % nkept;
+      obj_free(kept_objs[i]);
+      kept_objs[i] = kept_objs[--nkept];
+    }
+  }
+  for (size_t i = 0; i < nkept; i++) obj_free(kept_objs[i]);
+  free(kept_objs);
+  return NULL;
+}
+
 static int cmp_ptr(const void *a, const void *b) {
   uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
   return x < y ? -1 : x > y;
@@ -182,5 +264,23 @@ int main(void) {
   v.live = 0;
   mi_heap_visit_blocks(mi_heap_get_default(), true, count_live, &v);
   TAP_OK(v.live == 0, "and no block of the size class is live afterwards (%zu)", v.live);
+
+  before = atomic_load(&errors);
+  purged = mia_stats_global.purged_bytes;
+  mi_option_set(mi_option_purge_delay, 0);
+  pthread_t threads[STRESS_THREADS];
+  for (int i = 0; i < STRESS_THREADS; i++)
+    if (pthread_create(&threads[i], NULL, stress_thread, (void *)(intptr_t)i) != 0) abort();
+  for (int i = 0; i < STRESS_THREADS; i++) pthread_join(threads[i], NULL);
+  for (int i = 0; i < STRESS_THREADS; i++)
+    for (int j = 0; j < STRESS_SLOTS; j++) {
+      obj_t *o = atomic_exchange(&mailbox[i][j], NULL);
+      if (o != NULL) obj_free(o);
+    }
+  TAP_OK(mia_stats_global.purged_bytes > purged, "stress: %d threads through %d phases of cycling sizes, memory purged meanwhile",
+         STRESS_THREADS, STRESS_PHASES);
+  TAP_OK(atomic_load(&corrupted) == 0, "every block kept its contents, across threads and re-admissions (%d bad)",
+         atomic_load(&corrupted));
+  TAP_OK(atomic_load(&errors) == before, "and nothing was reported (%d)", atomic_load(&errors) - before);
   return tap_done();
 }
