@@ -188,6 +188,13 @@ static void purge_runs(const mia_page_t *page, const uint64_t *add, bool lazy) {
 /* Purge the page's free OS pages and hold the blocks touching them; the
  * other free blocks make up its free list again, in address order. */
 static void mia_page_thin(mia_page_t *page, bool lazy) {
+  /* the lists link the free blocks in the order the program freed them:
+   * loading every block's first line ahead turns a chain of cache misses
+   * into misses in parallel (pages of small blocks are rarely sparse
+   * enough to get here, and their blocks share lines) */
+  size_t stride = page->block_size < 64 ? 64 : page->block_size;
+  for (uint8_t *b = page->start, *end = page->start + (size_t)page->capacity * page->block_size; b < end; b += stride)
+    __builtin_prefetch(b);
   mia_page_collect(page);
   page->thin_used = page->used + 1;
   uint64_t freemap[MIA_PAGE_MAX_BLOCKS / 64];
