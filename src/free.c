@@ -74,12 +74,14 @@ void mia_free_generic(mia_page_t *page, void *p) {
     return;
   }
   mia_block_t *block = (mia_block_t *)p;
-  if (!page->is_huge && (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)))
+  /* one test for the flags that need the block start; a block held by
+   * thinning is checked before its mark is read (its memory was purged) */
+  if ((page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED | MIA_PAGE_HAS_HELD)) && !page->is_huge) {
     block = (mia_block_t *)mia_page_block_start(page, p);
-  /* before the mark is read: a held block's memory was purged */
-  if (mia_unlikely(mia_page_block_held(page, block))) {
-    mia_free_held(page, p);
-    return;
+    if (mia_unlikely(mia_page_block_held(page, block))) {
+      mia_free_held(page, p);
+      return;
+    }
   }
   if (mia_unlikely(mia_block_marked_free(block)) && !page->is_huge) {
     mia_free_generic_marked(page, p, block);

@@ -156,7 +156,7 @@ static mia_page_t *mia_find_free_page(mia_theap_t *theap, uint8_t bin) {
     mia_page_t *next = page->next;
     mia_page_collect(page);
     /* blocks held by thinning first: they are carved already */
-    if (!mia_page_has_free(page) && !mia_page_readmit(page)) mia_page_extend(page);
+    if (!mia_page_has_free(page) && !(page->held != 0 && mia_page_readmit(page))) mia_page_extend(page);
     if (mia_page_has_free(page)) {
       if (page != pq->first) {
         queue_remove(pq, page);
