@@ -318,6 +318,7 @@ typedef enum mi_option_e {
   mi_option_guarded_max,          /* largest size guarded sampling considers (<= 4080) */
   mi_option_guarded_sample_seed,  /* seed of the guarded sampling draws (0: random) */
   mi_option_show_leaks,           /* list the blocks still live at exit */
+  mi_option_page_thin,            /* purge the free OS pages of sparse pages (release builds) */
   _mi_option_last,
   /* legacy names */
   mi_option_large_os_pages = mi_option_allow_large_os_pages,

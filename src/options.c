@@ -71,6 +71,7 @@ static mia_option_desc_t mia_options[_mi_option_last] = {
   [mi_option_guarded_max] = {0, 0, MIA_OPT_SIZE, "GUARDED_MAX", 4080, "largest allocation guarded sampling considers (size, at most 4080)"},
   [mi_option_guarded_sample_seed] = {0, 0, MIA_OPT_LONG, "GUARDED_SAMPLE_SEED", 0, "seed of guarded sampling (0: random)"},
   [mi_option_show_leaks] = {0, 0, MIA_OPT_BOOL, "SHOW_LEAKS", 0, "at exit, list the blocks of the main thread still allocated"},
+  [mi_option_page_thin] = {0, 0, MIA_OPT_BOOL, "PAGE_THIN", 1, "give back the free OS pages of sparse pages, keeping their live blocks (release builds)"},
 };
 
 static bool mia_streq_nocase(const char *a, const char *b) {

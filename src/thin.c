@@ -21,8 +21,9 @@
  * path, which checks (the fast path could not: the block's free mark was
  * purged with it).
  *
- * Release builds only (MIA_THIN): secure and debug builds check freed
- * memory's contents, which a purge would zero, and tools builds track it.
+ * MIALLOC_PAGE_THIN=0 turns it off, as MIALLOC_PURGE_DELAY=-1 does with
+ * every other purge.  Release builds only (MIA_THIN): secure and debug
+ * builds check freed memory's contents, which a purge would zero, and tools builds track it.
  * Not while a profiler or guarded sampling counts blocks on the lists
  * (their countdowns assume lists that only the fast paths shorten), nor
  * for large pages (more OS pages than held_mask has bits).
@@ -259,7 +260,7 @@ void mia_theap_thin(mia_theap_t *theap, bool force) {
   long delay = mia_option_get_fast(mi_option_purge_delay);
   uint64_t now = mia_prim_clock_ms();
   theap->thin_at = delay < 0 ? UINT64_MAX : now + (uint64_t)delay;
-  if (!MIA_THIN || delay < 0 || mia_sampling_on()) return;
+  if (!MIA_THIN || delay < 0 || mia_sampling_on() || !mia_option_get_fast(mi_option_page_thin)) return;
   /* the flag bit must not collide with the owner's thread id */
   if ((theap->tid & MIA_PAGE_FLAG_MASK) != 0) return;
   uint32_t round = ++theap->thin_round;

@@ -173,6 +173,20 @@ int main(void) {
   mi_register_error(on_error, NULL);
   mi_thread_init();
 
+  /* MIALLOC_PAGE_THIN=0: the same pattern purges nothing inside pages */
+  mi_option_disable(mi_option_page_thin);
+  for (size_t i = 0; i < COUNT; i++) blocks[i] = mi_malloc(SIZE);
+  for (size_t i = 0; i < COUNT; i++)
+    if (!kept(i)) mi_free(blocks[i]);
+  mi_collect(true);
+  size_t off_resident = 0;
+  for (size_t i = 0; i < COUNT; i++) off_resident += !kept(i) && resident(blocks[i]);
+  TAP_OK(off_resident == COUNT - SURVIVORS, "with mi_option_page_thin off, the freed blocks stay resident (%zu of %zu)", off_resident,
+         (size_t)(COUNT - SURVIVORS));
+  for (size_t i = 0; i < COUNT; i += KEEP_ONE_IN) mi_free(blocks[i]);
+  mi_collect(true);
+  mi_option_enable(mi_option_page_thin);
+
   for (size_t i = 0; i < COUNT; i++) {
     blocks[i] = mi_malloc(SIZE);
     fill(blocks[i], i);
