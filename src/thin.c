@@ -8,13 +8,15 @@
  *
  * A thinning round runs on the owner thread when it takes a fresh page (the
  * heap is about to grow) at most once per MIALLOC_PURGE_DELAY, and from
- * mi_collect.  A page is thinned when it was at most a quarter used in two
- * rounds in a row and is not the page its bin allocates from: every OS page
- * (4 KiB) of it that only free blocks touch is purged.  The free blocks
- * touching a purged OS page are taken off the lists and "held": the page
- * remembers which OS pages it purged (held_mask) and so which blocks it
- * holds, without writing to them.  When the bin needs the page again it
- * re-admits them all (mia_page_readmit), which faults the memory back in.
+ * mi_collect.  A page is thinned when it was sparse in two rounds in a row
+ * (thin_sparse) and is not the page its bin allocates from: every run of
+ * MIA_THIN_MIN_RUN or more OS pages that only free blocks touch is purged.
+ * The free blocks touching a purged OS page are taken off the lists and
+ * "held": the page remembers which OS pages it purged (held_mask) and so
+ * which blocks it holds, without writing to them.  When the bin needs the
+ * page again it re-admits them all (mia_page_readmit), which faults the
+ * memory back in; a bin whose pages come back soon waits longer before it
+ * is thinned again (thin_learn).
  *
  * A held block is free, so a free of one is a double free; the page's
  * MIA_PAGE_HAS_HELD flag sends every free of its blocks to the generic
@@ -23,10 +25,12 @@
  *
  * MIALLOC_PAGE_THIN=0 turns it off, as MIALLOC_PURGE_DELAY=-1 does with
  * every other purge.  Release builds only (MIA_THIN): secure and debug
- * builds check freed memory's contents, which a purge would zero, and tools builds track it.
- * Not while a profiler or guarded sampling counts blocks on the lists
- * (their countdowns assume lists that only the fast paths shorten), nor
- * for large pages (more OS pages than held_mask has bits).
+ * builds check freed memory's contents, which a purge would zero, and
+ * tools builds track it.  Not while a profiler or guarded sampling counts
+ * blocks on the lists (their countdowns assume lists that only the fast
+ * paths shorten).  held_mask has a bit for each OS page of the largest
+ * pages (8 slices of 16 OS pages); a kernel with smaller OS pages than
+ * 4 KiB would leave pages with more of them alone.
  */
 #include "internal.h"
 
