@@ -32,6 +32,12 @@ typedef struct mia_padding_s {
   uint64_t delta;     /* bytes from the end of the program's bytes to here */
 } mia_padding_t;
 
+/* The one report of a second free of a block that is free already, in
+ * every build and from every check that finds one. */
+void mia_report_double_free(const mia_page_t *page, const void *p) {
+  mia_error(EAGAIN, "free: double free of %p (block of %zu bytes)\n", p, page->block_size);
+}
+
 #if MIALLOC_PADDING
 
 static uint8_t *mia_block_end(const mia_page_t *page, const uint8_t *block) {
@@ -391,7 +397,7 @@ static mia_unused bool mia_block_is_free(mia_page_t *page, const void *p) {
  * meanwhile) and takes the mark's word.  true: reported, free dropped. */
 bool mia_free_is_double(mia_page_t *page, const void *block, bool owner) {
   if (owner && !mia_block_is_free(page, block)) return false;
-  mia_error(EAGAIN, "free: double free of %p (block of %zu bytes)\n", block, page->block_size);
+  mia_report_double_free(page, block);
   return true;
 }
 
@@ -423,7 +429,7 @@ void mia_free_marked(mia_page_t *page, void *p) { mia_free_generic(page, p); }
  * fast path can jump here without keeping a frame for the call. */
 void mia_free_secure_suspect(mia_page_t *page, void *p) {
   if (mia_block_is_free(page, p)) {
-    mia_error(EAGAIN, "free: double free of %p (block of %zu bytes)\n", p, page->block_size);
+    mia_report_double_free(page, p);
     return;
   }
   mia_free_generic(page, p);
@@ -453,7 +459,7 @@ static mia_noinline void mia_free_secure_special(mia_page_t *page, void *p) {
   }
   if (!page->is_huge && mia_link_plausible(page, mia_link_decode(page, (uintptr_t)((mia_block_t *)block)->next)) &&
       mia_block_is_free(page, block)) {
-    mia_error(EAGAIN, "free: double free of %p (block of %zu bytes)\n", p, page->block_size);
+    mia_report_double_free(page, p);
     return;
   }
   mia_free_generic(page, p);

@@ -79,7 +79,7 @@ void mia_free_generic(mia_page_t *page, void *p) {
   if ((page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED | MIA_PAGE_HAS_HELD)) && !page->is_huge) {
     block = (mia_block_t *)mia_page_block_start(page, p);
     if (mia_unlikely(mia_page_block_held(page, block))) {
-      mia_free_held(page, p);
+      mia_report_double_free(page, p);
       return;
     }
   }

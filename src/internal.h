@@ -412,6 +412,7 @@ void *mia_theap_malloc_checked(mia_theap_t *theap, size_t size, bool zero) mia_n
 void mia_free_checked(void *p) mia_noinline;
 void mia_free_secure_slow(mia_page_t *page, void *p) mia_noinline;
 bool mia_free_is_double(mia_page_t *page, const void *block, bool owner) mia_noinline;
+void mia_report_double_free(const mia_page_t *page, const void *p) mia_cold;
 void mia_free_marked(mia_page_t *page, void *p) mia_noinline;
 void mia_free_secure_suspect(mia_page_t *page, void *p) mia_noinline;
 void mia_padding_set(void *p, size_t size);
@@ -505,7 +506,6 @@ static inline void mia_prof_account_refill(mia_page_t *page, size_t len) {
 void mia_theap_thin(mia_theap_t *theap, bool force);
 bool mia_page_readmit(mia_page_t *page);
 void mia_page_mark_held(const mia_page_t *page, uint64_t *freemap);
-void mia_free_held(const mia_page_t *page, const void *p) mia_cold;
 
 /* Does the block at block touch a purged OS page of its page?  Then it is
  * free already (held): a free of it is a double free.  Other threads ask

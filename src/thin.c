@@ -62,10 +62,6 @@ void mia_page_mark_held(const mia_page_t *page, uint64_t *freemap) {
   }
 }
 
-void mia_free_held(const mia_page_t *page, const void *p) {
-  mia_error(EAGAIN, "free: double free of %p (block of %zu bytes)\n", p, page->block_size);
-}
-
 /* Set the page's flag (and so the owner's free_key) as the mask says. */
 static void update_flag(mia_page_t *page) {
   bool held = page->held_mask[0] != 0 || page->held_mask[1] != 0;
@@ -154,20 +150,24 @@ static size_t find_purgeable(const mia_page_t *page, const uint64_t *freemap, ui
   return count;
 }
 
+/* The next run of set bits at or after *k: [*k, *end); false when none. */
+static bool next_run(const uint64_t *mask, size_t *k, size_t *end) {
+  while (*k < MIA_THIN_MAX_OS_PAGES && !mask_test(mask, *k)) (*k)++;
+  if (*k == MIA_THIN_MAX_OS_PAGES) return false;
+  for (*end = *k; *end < MIA_THIN_MAX_OS_PAGES && mask_test(mask, *end); (*end)++) {
+  }
+  return true;
+}
+
 /* Drop runs shorter than MIA_THIN_MIN_RUN OS pages: with another thread
  * running, a madvise costs as much as faulting a few pages back in.
  * Returns how many are left. */
 static size_t drop_short_runs(uint64_t *add) {
   size_t left = 0;
-  for (size_t k = 0; k < MIA_THIN_MAX_OS_PAGES;) {
-    if (!mask_test(add, k)) { k++; continue; }
-    size_t end = k;
-    while (end < MIA_THIN_MAX_OS_PAGES && mask_test(add, end)) end++;
-    if (end - k < MIA_THIN_MIN_RUN)
-      for (size_t j = k; j < end; j++) add[j / 64] &= ~((uint64_t)1 << (j % 64));
+  for (size_t k = 0, end; next_run(add, &k, &end); k = end) {
+    if (end - k >= MIA_THIN_MIN_RUN) left += end - k;
     else
-      left += end - k;
-    k = end;
+      for (size_t j = k; j < end; j++) add[j / 64] &= ~((uint64_t)1 << (j % 64));
   }
   return left;
 }
@@ -180,13 +180,9 @@ static size_t drop_short_runs(uint64_t *add) {
  * privilege separation, browser sandboxes, systemd's SystemCallFilter=). */
 static void purge_runs(const mia_page_t *page, const uint64_t *add, bool lazy) {
   size_t shift = os_shift();
-  for (size_t k = 0; k < MIA_THIN_MAX_OS_PAGES;) {
-    if (!mask_test(add, k)) { k++; continue; }
-    size_t end = k;
-    while (end < MIA_THIN_MAX_OS_PAGES && mask_test(add, end)) end++;
+  for (size_t k = 0, end; next_run(add, &k, &end); k = end) {
     mia_prim_purge(page->start + (k << shift), (end - k) << shift, lazy);
     mia_stat_thin((end - k) << shift);
-    k = end;
   }
 }
 

@@ -8,18 +8,10 @@
  * whole.  Ordinary frees are never reported. */
 #include "internal.h"
 #include "../tap.h"
+#include "../errors.h"
 
 #include <pthread.h>
 #include <stdlib.h>
-
-static _Atomic(int) errors;
-static _Atomic(int) last_error;
-
-static void on_error(int err, void *arg) {
-  (void)arg;
-  atomic_store(&last_error, err);
-  atomic_fetch_add(&errors, 1);
-}
 
 static int cmp_ptr(const void *a, const void *b) {
   uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;

@@ -6,6 +6,7 @@
  * memory, which a purge would zero. */
 #include "internal.h"
 #include "../tap.h"
+#include "../errors.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -18,15 +19,6 @@
 
 static void *blocks[COUNT];
 static void *again[COUNT];
-
-static _Atomic(int) errors;
-static _Atomic(int) last_error;
-
-static void on_error(int err, void *arg) {
-  (void)arg;
-  atomic_store(&last_error, err);
-  atomic_fetch_add(&errors, 1);
-}
 
 static bool kept(size_t i) { return i % KEEP_ONE_IN == 0; }
 
