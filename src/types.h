@@ -88,6 +88,19 @@ typedef struct mia_page_s {
   _Atomic(mia_theap_t *) theap;  /* owner; read by remote freers to notify */
   struct mia_page_s *next;       /* theap queue links */
   struct mia_page_s *prev;
+#if MIALLOC_SECURE
+  /* third cache line, secure builds: what their fast paths check besides
+   * the first line (every pop decodes a link, every free checks the block
+   * start), kept together so the checks touch one line more, not two */
+  uintptr_t keys[2] __attribute__((aligned(64)));  /* free-list encoding keys */
+  /* block_size = odd << shift.  rotr((p - start) * inverse(odd), shift) is
+   * the block index when p - start is a multiple of block_size, and above
+   * UINT64_MAX / block_size (so above any capacity) when it is not: one
+   * multiply, one rotate and one compare check a free (no division) */
+  uint64_t div_inv;
+  uintptr_t area_size;           /* reserved * block_size: where links may point */
+  uint8_t div_shift;
+#endif
   /* profiler sampling (prof.c): while a profiler runs, free holds only the
    * blocks before the next sample; the rest wait here, so the fast path
    * needs no counter and falls into the slow path at the sample */
@@ -104,16 +117,6 @@ typedef struct mia_page_s {
   uint32_t thin_used;            /* used when last thinned; 0: never */
   uint32_t thin_stamp;           /* the theap's thinning round that saw it sparse */
   uint32_t thin_ms;              /* when it was thinned (low bits of the ms clock) */
-#if MIALLOC_SECURE
-  uintptr_t keys[2];             /* free-list encoding keys */
-  /* block_size = odd << shift.  rotr((p - start) * inverse(odd), shift) is
-   * the block index when p - start is a multiple of block_size, and above
-   * UINT64_MAX / block_size (so above any capacity) when it is not: one
-   * multiply, one rotate and one compare check a free (no division) */
-  uint64_t div_inv;
-  uintptr_t area_size;           /* reserved * block_size: where links may point */
-  uint8_t div_shift;
-#endif
 } __attribute__((aligned(64))) mia_page_t;
 
 typedef struct mia_page_queue_s {
@@ -132,7 +135,7 @@ struct mia_segment_s {
   uint64_t dirty_mask;           /* slices touched since their last purge */
   uint64_t purge_mask;           /* free dirty slices already waited a delay */
   uint64_t purge_at;             /* ms deadline to purge dirty free slices */
-  uint64_t guard_mask;           /* secure: slices whose last OS page is a guard */
+  uint64_t guard_mask;           /* secure: slices whose last OS page is a guard (bit 0: the metadata guard) */
   bool is_huge;
   bool in_full_list;
   mi_heap_t *heap;               /* heap of its pages (NULL: the main heap) */
