@@ -154,7 +154,7 @@ static uint64_t mia_arena_take_guards(mia_arena_t *arena, size_t idx, size_t cou
     arena->guards[i] = 0;
     uint64_t allowed = i + 1 == idx + count ? keep : 0;
     if (m != 0 && (m & ~allowed) != 0) {
-      mia_prim_protect(arena->base + i * MIA_SEGMENT_SIZE, MIA_SEGMENT_SIZE, MIA_PROT_RW);
+      mia_prim_guard_off(arena->base + i * MIA_SEGMENT_SIZE, MIA_SEGMENT_SIZE, (size_t)__builtin_popcountll(m), true);
       m = 0;
     }
     if (i + 1 == idx + count) kept = m;
@@ -314,7 +314,7 @@ void mia_arenas_destroy(mia_subproc_t *sp) {
     mia_stat_add(&mia_stats_global.segments, -(int64_t)used);
     mia_pagemap_set(a->base, a->segment_count * MIA_SEGMENT_SLICES, NULL);
     if (!a->caller_owned) mia_prim_release(a->base, a->size);
-    else if (mia_page_guard_size() != 0) mia_prim_protect(a->base, a->size, MIA_PROT_RW);   /* no guard left behind */
+    else if (mia_page_guard_size() != 0) mia_prim_guard_off(a->base, a->size, 0, false);   /* no guard left behind */
     mia_prim_release(a, mia_arena_meta_size(a->segment_count));
     a = next;
   }

@@ -43,7 +43,7 @@ static void mia_segment_guard(mia_segment_t *seg) {
 #if MIALLOC_SECURE
   size_t ps = mia_prim_page_size();
   size_t meta = (sizeof(mia_segment_t) + ps - 1) & ~(ps - 1);
-  if (meta < MIA_SLICE_SIZE) mia_prim_protect((uint8_t *)seg + meta, MIA_SLICE_SIZE - meta, MIA_PROT_NONE);
+  if (meta < MIA_SLICE_SIZE && mia_prim_guard_on((uint8_t *)seg + meta, MIA_SLICE_SIZE - meta)) seg->guard_mask |= 1;
 #else
   (void)seg;
 #endif
@@ -54,16 +54,20 @@ static void mia_segment_guard(mia_segment_t *seg) {
  * in place, so a page of the same shape cut there later -- most pages are
  * one slice -- costs no system call; a page cut over slices whose guards
  * would fall inside it lifts those.  Every guard goes before the segment
- * returns to its arena, where anything may use the memory next.  A failed
- * mprotect (the process at its mapping limit) leaves a page unguarded; its
- * blocks never use the guard's room either way. */
+ * returns to its arena, where anything may use the memory next.  A guard
+ * the OS layer refuses (no markers and its budget of PROT_NONE guards
+ * spent, see mia_prim_guard_on) leaves a page unguarded; its blocks never
+ * use the guard's room either way. */
 static void mia_slice_guard(mia_segment_t *seg, size_t slice, bool on) {
   size_t g = mia_page_guard_size();
   uint8_t *guard = (uint8_t *)seg + (slice + 1) * MIA_SLICE_SIZE - g;
-  if (on) mia_guard_handler_ensure();
-  if (!mia_prim_protect(guard, g, on ? MIA_PROT_NONE : MIA_PROT_RW)) return;
-  if (on) seg->guard_mask |= (uint64_t)1 << slice;
-  else seg->guard_mask &= ~((uint64_t)1 << slice);
+  if (on) {
+    mia_guard_handler_ensure();
+    if (mia_prim_guard_on(guard, g)) seg->guard_mask |= (uint64_t)1 << slice;
+  } else {
+    mia_prim_guard_off(guard, g, 1, true);
+    seg->guard_mask &= ~((uint64_t)1 << slice);
+  }
 }
 
 static void mia_page_guard_place(mia_segment_t *seg, size_t idx, size_t slices) {
@@ -78,12 +82,7 @@ static void mia_page_guard_place(mia_segment_t *seg, size_t idx, size_t slices) 
  * page guards, and bit 0 for the metadata guard (the arena keeps them for
  * the next thread segment, or lifts them for any other use). */
 static uint64_t mia_segment_guards(const mia_segment_t *seg) {
-#if MIALLOC_SECURE
-  return seg->guard_mask | 1;
-#else
-  (void)seg;
-  return 0;
-#endif
+  return seg->guard_mask;
 }
 
 static void mia_segment_header_init(mia_segment_t *seg, mia_subproc_t *sp, size_t size, bool is_zero) {
@@ -111,9 +110,9 @@ static mia_segment_t *mia_segment_new(mia_tld_t *tld, size_t count) {
   seg = mia_arena_alloc_segments(tld->subproc, tld->heap->arena, 1, &is_zero, ~(uint64_t)0, &guards);
   if (seg == NULL) return NULL;
   mia_segment_header_init(seg, tld->subproc, MIA_SEGMENT_SIZE, is_zero);
-  seg->guard_mask = guards & ~(uint64_t)1;   /* still set from the memory's last use */
+  seg->guard_mask = guards;   /* still set from the memory's last use (bit 0: the metadata guard) */
   /* thread segments live long; huge spans come and go too often for two
-   * mprotect calls each (their metadata slice holds only their header) */
+   * system calls each (their metadata slice holds only their header) */
   if (!(guards & 1)) mia_segment_guard(seg);
   mia_stat_commit(__builtin_popcountll(seg->dirty_mask) * (int64_t)MIA_SLICE_SIZE);
   seg->tld = tld;
@@ -296,8 +295,13 @@ void mia_huge_move_to_heap(mia_segment_t *seg, mi_heap_t *heap) {
 static void mia_huge_span_guard(mia_segment_t *seg, bool on) {
   size_t g = mia_page_guard_size();
   if (g == 0 || on == ((seg->guard_mask & MIA_GUARD_LAST_SLICE) != 0)) return;
-  if (on) mia_guard_handler_ensure();
-  if (!mia_prim_protect((uint8_t *)seg + seg->size - g, g, on ? MIA_PROT_NONE : MIA_PROT_RW)) return;
+  uint8_t *guard = (uint8_t *)seg + seg->size - g;
+  if (on) {
+    mia_guard_handler_ensure();
+    if (!mia_prim_guard_on(guard, g)) return;
+  } else {
+    mia_prim_guard_off(guard, g, 1, true);
+  }
   seg->guard_mask ^= MIA_GUARD_LAST_SLICE;
 }
 

@@ -8,6 +8,7 @@
 #include "prim/prim.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -116,7 +117,89 @@ bool mia_prim_protect(void *p, size_t size, mia_prot_t prot) {
 #define MADV_GUARD_INSTALL 102
 #endif
 
+#ifndef MADV_GUARD_REMOVE
+#define MADV_GUARD_REMOVE 103
+#endif
+
 bool mia_prim_guard_set(void *p, size_t size) { return madvise(p, size, MADV_GUARD_INSTALL) == 0; }
+
+/* ---- page guards (secure builds) ---- */
+
+/* Markers where the kernel has them, probed once on a scratch page (a
+ * refusal on the heap itself may be the mapping's, e.g. mlock, not the
+ * kernel's).  Where it has none, a guard is a PROT_NONE range, and each
+ * one splits its mapping in three: a secure heap of small pages would use
+ * up the mapping limit (vm.max_map_count, 65530 by default) at about
+ * 1.8 GiB, and then the program's own mmap calls fail too.  So at most an
+ * eighth of the limit is spent on such guards (a quarter of it in
+ * mappings); pages past that go unguarded. */
+static _Atomic(int) mia_guard_markers;      /* 0: not probed, 1: yes, -1: no */
+static _Atomic(int) mia_guard_protected;    /* a guard was ever set by mprotect */
+static _Atomic(long) mia_guard_budget = -1;  /* PROT_NONE guards still allowed; -1: not read */
+
+static bool guard_markers(void) {
+  int m = atomic_load_explicit(&mia_guard_markers, memory_order_relaxed);
+  if (m != 0) return m > 0;
+  size_t ps = mia_prim_page_size();
+  void *probe = mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  bool ok = probe != MAP_FAILED && madvise(probe, ps, MADV_GUARD_INSTALL) == 0;
+  if (probe != MAP_FAILED) munmap(probe, ps);
+  atomic_store_explicit(&mia_guard_markers, ok ? 1 : -1, memory_order_relaxed);
+  return ok;
+}
+
+static bool guard_budget_take(void) {
+  long b = atomic_load_explicit(&mia_guard_budget, memory_order_relaxed);
+  if (b < 0) {
+    char buf[32];
+    long limit = 0;
+    if (mia_prim_read_file("/proc/sys/vm/max_map_count", buf, sizeof buf))
+      for (const char *s = buf; *s >= '0' && *s <= '9'; s++) limit = limit * 10 + (*s - '0');
+    if (limit <= 0) limit = 65530;
+    long expected = -1;
+    atomic_compare_exchange_strong(&mia_guard_budget, &expected, limit / 8);
+  }
+  b = atomic_fetch_sub_explicit(&mia_guard_budget, 1, memory_order_relaxed);
+  if (b > 0) return true;
+  atomic_fetch_add_explicit(&mia_guard_budget, 1, memory_order_relaxed);
+  return false;
+}
+
+bool mia_prim_guard_on(void *p, size_t size) {
+  if (guard_markers() && madvise(p, size, MADV_GUARD_INSTALL) == 0) return true;
+  if (!guard_budget_take()) return false;
+  if (mprotect(p, size, PROT_NONE) != 0) {
+    atomic_fetch_add_explicit(&mia_guard_budget, 1, memory_order_relaxed);
+    return false;
+  }
+  atomic_store_explicit(&mia_guard_protected, 1, memory_order_relaxed);
+  return true;
+}
+
+static void guard_budget_give(size_t guards) {
+  if (atomic_load_explicit(&mia_guard_budget, memory_order_relaxed) >= 0)
+    atomic_fetch_add_explicit(&mia_guard_budget, (long)guards, memory_order_relaxed);
+}
+
+/* Both kinds are lifted where both may have been set: a marker survives
+ * an mprotect, and a PROT_NONE range a marker removal.  A removal can be
+ * refused where the install was not: sandboxes install a seccomp filter
+ * after start-up (sshd's pre-authentication child allows a short list of
+ * madvise advice), and the memory, guarded before, would fault when used
+ * again.  A fresh mapping over the range then drops the markers, if the
+ * mapping is ours to replace. */
+void mia_prim_guard_off(void *p, size_t size, size_t guards, bool replaceable) {
+  if (guard_markers() && madvise(p, size, MADV_GUARD_REMOVE) != 0 && replaceable) {
+    void *q = mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    if (q == p) {
+      mia_prim_no_thp(p, size);   /* as the arena around it, so they can merge */
+      if (atomic_load_explicit(&mia_guard_protected, memory_order_relaxed) != 0) guard_budget_give(guards);
+      return;
+    }
+  }
+  if (atomic_load_explicit(&mia_guard_protected, memory_order_relaxed) == 0) return;
+  if (mprotect(p, size, PROT_READ | PROT_WRITE) == 0) guard_budget_give(guards);
+}
 
 /* ---- SIGSEGV, for guarded sampling ---- */
 

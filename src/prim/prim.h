@@ -23,6 +23,15 @@ bool   mia_prim_protect(void *p, size_t size, mia_prot_t prot);
  * kept through later protection changes of the range around them.
  * false where the kernel has none (EINVAL). */
 bool   mia_prim_guard_set(void *p, size_t size);
+/* Page guards (secure builds): a range that faults on any access.  A
+ * guard marker where the kernel has them, else PROT_NONE within a budget
+ * that keeps the process well below its mapping limit; false when the
+ * range stays accessible.  guard_off lifts every guard in a range; guards
+ * says how many it holds (they return to the budget); replaceable: the
+ * range is the allocator's own mapping, which may be replaced by a fresh
+ * one (its contents lost) where the kernel refuses to lift a marker. */
+bool   mia_prim_guard_on(void *p, size_t size);
+void   mia_prim_guard_off(void *p, size_t size, size_t guards, bool replaceable);
 
 /* SIGSEGV: install fn (addr is the faulting address); the previous
  * handler comes back in *old_fun (SA_SIGINFO style) or *old_plain (a plain

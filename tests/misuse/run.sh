@@ -118,6 +118,19 @@ no_errors() {
 }
 check() { result "$1" "$problems"; problems=""; }
 
+# kernel_launch KERNEL DESCRIPTION: the runs that follow go through
+# no-guard-markers when KERNEL is not empty (a kernel without guard
+# markers); false, with DESCRIPTION skipped, where its filter cannot work
+kernel_launch() {
+  launch=""
+  [ -z "$1" ] && return 0
+  if ! "$dir/no-guard-markers" /bin/true 2>/dev/null; then
+    skip "$2" "no-guard-markers cannot install its seccomp filter here"
+    return 1
+  fi
+  launch="$dir/no-guard-markers"
+}
+
 echo "# mode: $mode, guarded sampling compiled in: $guarded, asan: $asan"
 
 # --- the detected misuses: secure and debug builds --------------------------
@@ -227,26 +240,33 @@ fi
 if [ $asan = yes ]; then
   skip "overflow off the end of a page ($mode)" "AddressSanitizer build: ASan owns SIGSEGV"
 elif [ $secure = yes ]; then
-  run overflow-page -- page
-  want_rc 139
-  grep -q '^misuse: wrote' "$out" && problem "the overflow off the page's last block did not trap"
-  p=$(victim)
-  grep '^mialloc: error: heap overflow off the end of a page' "$err" | grep -qF "last block $p (" ||
-    problem "no 'mialloc: error: heap overflow off the end of a page' naming the last block $p"
-  check "overflow off the last block of a page ($mode): the guard page after it traps (SIGSEGV) with a message"
-  run overflow-page -- huge
-  if [ $debug = yes ]; then
-    # the usable size is the size asked for: the canary after it is hit
-    # long before the guard at the end of the span
-    want_rc 0; error_naming "$(victim)" "$kind_overflow"
-    check "overflow off the end of a huge block ($mode): the canary after it reports it at free"
-  else
+  # guard markers where the kernel has them (Linux 6.13), PROT_NONE pages
+  # before: both ways, the second through a seccomp filter that refuses the
+  # markers as an older kernel does
+  for kernel in "" "without guard markers, "; do
+    kernel_launch "$kernel" "overflow off the end of a page ($mode): ${kernel}traps" || continue
+    run overflow-page -- page
     want_rc 139
-    grep -q '^misuse: wrote' "$out" && problem "the overflow off the huge block did not trap"
-    grep -qF "mialloc: error: heap overflow past huge block $(victim) (" "$err" ||
-      problem "no 'mialloc: error: heap overflow past huge block $(victim)'"
-    check "overflow off the end of a huge block ($mode): the guard page after its span traps (SIGSEGV) with a message"
-  fi
+    grep -q '^misuse: wrote' "$out" && problem "the overflow off the page's last block did not trap"
+    p=$(victim)
+    grep '^mialloc: error: heap overflow off the end of a page' "$err" | grep -qF "last block $p (" ||
+      problem "no 'mialloc: error: heap overflow off the end of a page' naming the last block $p"
+    check "overflow off the last block of a page ($mode): ${kernel}the guard page after it traps (SIGSEGV) with a message"
+    run overflow-page -- huge
+    if [ $debug = yes ]; then
+      # the usable size is the size asked for: the canary after it is hit
+      # long before the guard at the end of the span
+      want_rc 0; error_naming "$(victim)" "$kind_overflow"
+      check "overflow off the end of a huge block ($mode): ${kernel}the canary after it reports it at free"
+    else
+      want_rc 139
+      grep -q '^misuse: wrote' "$out" && problem "the overflow off the huge block did not trap"
+      grep -qF "mialloc: error: heap overflow past huge block $(victim) (" "$err" ||
+        problem "no 'mialloc: error: heap overflow past huge block $(victim)'"
+      check "overflow off the end of a huge block ($mode): ${kernel}the guard page after its span traps (SIGSEGV) with a message"
+    fi
+  done
+  launch=""
 else
   skip "overflow off the end of a page ($mode)" "guard pages after pages are a secure-build feature"
 fi
@@ -305,14 +325,7 @@ elif [ $guarded = yes ]; then
   # second through a seccomp filter that refuses the markers as an older
   # kernel does.
   for kernel in "" "without guard markers, "; do
-    launch=""
-    if [ -n "$kernel" ]; then
-      if ! "$dir/no-guard-markers" /bin/true 2>/dev/null; then
-        skip "guarded sampling, rate 1 ($mode): ${kernel}traps" "no-guard-markers cannot install its seccomp filter here"
-        continue
-      fi
-      launch="$dir/no-guard-markers"
-    fi
+    kernel_launch "$kernel" "guarded sampling, rate 1 ($mode): ${kernel}traps" || continue
     for over in 1 64; do
       traps overflow $over "the overflowing write" "heap overflow past" \
         "guarded sampling, rate 1 ($mode): ${kernel}a $over-byte overflow traps at once (SIGSEGV) with a message"
