@@ -1,7 +1,9 @@
 /* arena.c -- OS reservations handed out as 4 MiB segments.
  *
  * An arena is one large mapping (MIALLOC_ARENA_RESERVE, 1 GiB by default)
- * that costs address space only; RAM is used when a page is touched.  Two
+ * that costs address space only; RAM is used when a page is touched (and
+ * where the kernel does not overcommit, segments are committed as they are
+ * claimed, see mia_arena_commits_on_demand).  Two
  * bitmaps track its segments: claimed, and free-but-dirty (touched since the
  * last purge).  Claiming happens once per 4 MiB a thread needs, so a lock is
  * cheap here; huge allocations claim runs of segments the same way.
@@ -104,19 +106,41 @@ static mia_arena_t *mia_arena_register(mia_subproc_t *sp, uint8_t *base, size_t 
   return arena;
 }
 
+/* Where the kernel does not overcommit (vm.overcommit_memory=2), a
+ * reservation is charged against the commit limit whole: a 1 GiB arena in
+ * every process would exhaust it after a few processes, and fork and exec
+ * would fail system-wide.  Arenas are then mapped uncommitted, and each
+ * segment is committed when claimed and decommitted when purged, so a
+ * process is charged for what it holds.  MIALLOC_ARENA_EAGER_COMMIT: 2
+ * (default) decides by the kernel, 1 commits at once, 0 on demand. */
+bool mia_arena_commits_on_demand(void) {
+  long eager = mia_option_get_fast(mi_option_arena_eager_commit);
+  return eager == 0 || (eager != 1 && !mia_prim_overcommits());
+}
+
+/* Transparent huge pages as the arena wants them (again after a decommit,
+ * which drops the advice with the mapping).  Secure builds put a guard
+ * page in every page: no huge pages there. */
+static void mia_arena_advise(uint8_t *p, size_t size) {
+  if (mia_page_guard_size() != 0) mia_prim_no_thp(p, size);
+  else if (mia_option_get_fast(mi_option_allow_large_os_pages) != 0) mia_prim_want_thp(p, size);
+}
+
 /* An arena of at least min_segments (exactly that many when exact). */
 static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments, bool exact) {
   size_t reserve = mi_option_get_size(mi_option_arena_reserve);
   if (reserve < 64 * MIA_SEGMENT_SIZE) reserve = 64 * MIA_SEGMENT_SIZE;
   size_t segments = exact ? min_segments : reserve / MIA_SEGMENT_SIZE;
   if (segments < min_segments) segments = min_segments;
-  /* secure builds put a guard page in every page: no huge pages there */
-  bool guarded = mia_page_guard_size() != 0;
-  uint8_t *base = mia_prim_reserve(segments * MIA_SEGMENT_SIZE, MIA_SEGMENT_SIZE,
-                                   !guarded && mia_option_get_fast(mi_option_allow_large_os_pages) != 0);
+  size_t size = segments * MIA_SEGMENT_SIZE;
+  bool on_demand = mia_arena_commits_on_demand();
+  uint8_t *base = on_demand ? mia_prim_reserve_uncommitted(size, MIA_SEGMENT_SIZE, false)
+                            : mia_prim_reserve(size, MIA_SEGMENT_SIZE, false);
   if (base == NULL) return NULL;
-  if (guarded) mia_prim_no_thp(base, segments * MIA_SEGMENT_SIZE);
-  return mia_arena_register(sp, base, segments, false, false);
+  mia_arena_advise(base, size);
+  mia_arena_t *arena = mia_arena_register(sp, base, segments, false, false);
+  if (arena != NULL) arena->on_demand = on_demand;
+  return arena;
 }
 
 /* MIALLOC_RESERVE_HUGE_OS_PAGES=N: N GiB of explicit huge pages (hugetlbfs),
@@ -162,6 +186,42 @@ static uint64_t mia_arena_take_guards(mia_arena_t *arena, size_t idx, size_t cou
   return kept;
 }
 
+/* On-demand arenas: commit segments [idx, idx + count) before they are
+ * handed out (the dirty ones are committed still).  false at the commit
+ * limit, with the clean ones left uncommitted. */
+static bool mia_arena_commit(mia_arena_t *arena, size_t idx, size_t count) {
+  if (!arena->on_demand) return true;
+  bool all_dirty = true;
+  for (size_t i = idx; i < idx + count; i++) all_dirty = all_dirty && bit_get(arena->dirty_map, i);
+  if (all_dirty) return true;
+  uint8_t *p = arena->base + idx * MIA_SEGMENT_SIZE;
+  if (mia_prim_commit(p, count * MIA_SEGMENT_SIZE)) return true;
+  /* a refused mprotect may have changed part of the range */
+  for (size_t i = idx; i < idx + count; i++)
+    if (!bit_get(arena->dirty_map, i)) mia_prim_decommit(arena->base + i * MIA_SEGMENT_SIZE, MIA_SEGMENT_SIZE, false);
+  mia_arena_advise(p, count * MIA_SEGMENT_SIZE);
+  return false;
+}
+
+/* On-demand arenas: purging free segments decommits them (their guards go
+ * with the mapping, and back to the OS layer's budget). */
+static void mia_arena_decommit(mia_arena_t *arena, size_t idx, size_t count, bool lazy) {
+  uint8_t *p = arena->base + idx * MIA_SEGMENT_SIZE;
+  size_t size = count * MIA_SEGMENT_SIZE;
+  if (!arena->on_demand) {
+    mia_prim_purge(p, size, lazy);
+    return;
+  }
+  for (size_t i = idx; i < idx + count; i++) {
+    if (arena->guards[i] != 0)
+      mia_prim_guard_off(arena->base + i * MIA_SEGMENT_SIZE, MIA_SEGMENT_SIZE,
+                         (size_t)__builtin_popcountll(arena->guards[i]), true);
+    arena->guards[i] = 0;
+  }
+  if (mia_prim_decommit(p, size, false)) mia_arena_advise(p, size);
+  else mia_prim_purge(p, size, false);   /* stays committed: a later claim commits it again, no harm */
+}
+
 /* Segments for a heap: from its exclusive arena only, if it has one, else
  * from the shared arenas (never from another heap's exclusive one).
  * keep/guards: see mia_arena_take_guards (guards may be NULL if keep is 0). */
@@ -180,6 +240,10 @@ mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, si
     if (arena != NULL) idx = 0;
   }
   if (arena == NULL) {
+    mia_unlock(&sp->lock);
+    return NULL;
+  }
+  if (!mia_arena_commit(arena, idx, count)) {
     mia_unlock(&sp->lock);
     return NULL;
   }
@@ -258,7 +322,7 @@ void mia_arenas_purge(mia_subproc_t *sp, bool force) {
         bit_clear(a->dirty_map, j);
         j++;
       }
-      mia_prim_purge(a->base + i * MIA_SEGMENT_SIZE, (j - i) * MIA_SEGMENT_SIZE, lazy);
+      mia_arena_decommit(a, i, j - i, lazy);
       mia_stat_purge((j - i) * MIA_SEGMENT_SIZE);
       mia_purge_done((j - i) * MIA_SEGMENT_SIZE);
       i = j;
@@ -277,6 +341,7 @@ bool mia_arena_extend_segments(mia_segment_t *segment, size_t count, size_t extr
   size_t idx = arena == NULL ? 0 : (size_t)((uint8_t *)segment - arena->base) / MIA_SEGMENT_SIZE + count;
   bool ok = arena != NULL && idx + extra <= arena->segment_count;
   for (size_t i = idx; ok && i < idx + extra; i++) ok = !bit_get(arena->used_map, i);
+  ok = ok && mia_arena_commit(arena, idx, extra);
   bool zero = true;
   if (ok) {
     mia_arena_take_guards(arena, idx, extra, 0);

@@ -359,6 +359,7 @@ void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count, uin
 void mia_arenas_purge(mia_subproc_t *sp, bool force);
 size_t mia_arena_reserved_total(void);
 mia_arena_t *mia_arena_reserve(mia_subproc_t *sp, size_t bytes);
+bool mia_arena_commits_on_demand(void);
 bool mia_arena_reserve_huge(mia_subproc_t *sp, size_t gib);
 bool mia_arena_extend_segments(mia_segment_t *segment, size_t count, size_t extra, bool *is_zero);
 

@@ -4,7 +4,8 @@
  * user address space, and leaves with one page pointer per 64 KiB slice.
  * Top entries without a leaf point at one shared leaf that is all NULL, so
  * a lookup never branches on a missing leaf.  Leaves are reserved lazily (8 MiB of address space each,
- * RAM only for the parts that arenas use: 4 KiB per 32 MiB).
+ * RAM only for the parts that arenas use: 4 KiB per 32 MiB; where arenas
+ * commit on demand, only those parts are writable and charged).
  */
 #include "internal.h"
 
@@ -18,19 +19,37 @@ static int mia_pagemap_lock;
 
 #define MIA_LEAF_BYTES (MIA_MAP_LEAF_COUNT * sizeof(mia_page_t *))
 
-/* Make sure every 64 GiB region overlapping [start, start+size) has a leaf. */
+/* Where arenas commit on demand, so do leaves: a leaf is mapped read-only
+ * (every lookup may read any entry; reading costs no commit charge), and
+ * the part that covers an arena is made writable when the arena comes. */
+static bool leaf_commit(mia_page_t **leaf, uintptr_t from, uintptr_t to) {
+  size_t ps = mia_prim_page_size();
+  uintptr_t lo = (uintptr_t)&leaf[(from >> MIA_SLICE_SHIFT) & (MIA_MAP_LEAF_COUNT - 1)] & ~(ps - 1);
+  uintptr_t hi = ((uintptr_t)&leaf[(to >> MIA_SLICE_SHIFT) & (MIA_MAP_LEAF_COUNT - 1)] + ps) & ~(ps - 1);
+  return mia_prim_commit((void *)lo, hi - lo);
+}
+
+/* Make sure every 64 GiB region overlapping [start, start+size) has a leaf,
+ * writable where it covers the range. */
 bool mia_pagemap_ensure(void *start, size_t size) {
-  uintptr_t lo = (uintptr_t)start >> MIA_MAP_TOP_SHIFT;
-  uintptr_t hi = ((uintptr_t)start + size - 1) >> MIA_MAP_TOP_SHIFT;
+  uintptr_t first = (uintptr_t)start, last = first + size - 1;
+  uintptr_t lo = first >> MIA_MAP_TOP_SHIFT, hi = last >> MIA_MAP_TOP_SHIFT;
   if (hi >= MIA_MAP_TOP_COUNT) return false;
+  bool on_demand = mia_arena_commits_on_demand();
   bool ok = true;
   mia_lock(&mia_pagemap_lock);
-  for (uintptr_t i = lo; i <= hi; i++) {
-    if (mia_pagemap_top[i] != mia_pagemap_empty_leaf) continue;
-    mia_page_t **leaf = mia_prim_reserve(MIA_LEAF_BYTES, 0, false);
-    if (leaf == NULL) { ok = false; break; }
-    /* publish after the (zeroed) leaf exists: lookups may race with us */
-    __atomic_store_n(&mia_pagemap_top[i], leaf, __ATOMIC_RELEASE);
+  for (uintptr_t i = lo; ok && i <= hi; i++) {
+    mia_page_t **leaf = mia_pagemap_top[i];
+    if (leaf == mia_pagemap_empty_leaf) {
+      leaf = on_demand ? mia_prim_reserve_uncommitted(MIA_LEAF_BYTES, 0, true)
+                       : mia_prim_reserve(MIA_LEAF_BYTES, 0, false);
+      if (leaf == NULL) { ok = false; break; }
+      /* publish after the (zeroed) leaf exists: lookups may race with us */
+      __atomic_store_n(&mia_pagemap_top[i], leaf, __ATOMIC_RELEASE);
+    }
+    uintptr_t region = i << MIA_MAP_TOP_SHIFT;
+    uintptr_t region_last = region + ((uintptr_t)1 << MIA_MAP_TOP_SHIFT) - 1;
+    if (on_demand) ok = leaf_commit(leaf, first > region ? first : region, last < region_last ? last : region_last);
   }
   mia_unlock(&mia_pagemap_lock);
   return ok;

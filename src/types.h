@@ -154,6 +154,7 @@ struct mia_arena_s {
   mia_subproc_t *subproc;
   uint64_t purge_at;             /* earliest deadline of dirty free segments */
   bool pinned;                   /* huge OS pages: never purged */
+  bool on_demand;                /* committed while claimed or dirty only (mia_arena_commits_on_demand) */
   struct mia_arena_s *next;
   uint64_t *used_map;            /* one bit per segment, claimed */
   uint64_t *dirty_map;           /* one bit per free segment not yet purged */

@@ -41,27 +41,71 @@ size_t mia_prim_page_size(void) {
 
 /* Over-reserve by the alignment and trim both ends: the kernel has no aligned
  * mmap, and this wastes no memory, only a moment of address space. */
-void *mia_prim_reserve(size_t size, size_t alignment, bool allow_thp) {
+static void *map_aligned(size_t size, size_t alignment, int prot) {
   const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
   if (alignment <= mia_prim_page_size()) {
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, flags, -1, 0);
+    void *p = mmap(NULL, size, prot, flags, -1, 0);
     return p == MAP_FAILED ? NULL : p;
   }
   size_t total = size + alignment;
   if (total < size) return NULL;
-  uint8_t *raw = mmap(NULL, total, PROT_READ | PROT_WRITE, flags, -1, 0);
+  uint8_t *raw = mmap(NULL, total, prot, flags, -1, 0);
   if (raw == MAP_FAILED) return NULL;
   uintptr_t start = ((uintptr_t)raw + alignment - 1) & ~(uintptr_t)(alignment - 1);
   size_t head = start - (uintptr_t)raw;
   size_t tail = total - head - size;
   if (head) munmap(raw, head);
   if (tail) munmap((uint8_t *)start + size, tail);
-#ifdef MADV_HUGEPAGE
-  if (allow_thp) madvise((void *)start, size, MADV_HUGEPAGE);
-#else
-  (void)allow_thp;
-#endif
   return (void *)start;
+}
+
+void *mia_prim_reserve(size_t size, size_t alignment, bool allow_thp) {
+  void *p = map_aligned(size, alignment, PROT_READ | PROT_WRITE);
+  if (p != NULL && allow_thp) mia_prim_want_thp(p, size);
+  return p;
+}
+
+void mia_prim_want_thp(void *p, size_t size) {
+#ifdef MADV_HUGEPAGE
+  madvise(p, size, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)size;
+#endif
+}
+
+/* ---- commit on demand ---- */
+
+/* vm.overcommit_memory=2 makes the kernel charge writable private memory
+ * against the commit limit when it is mapped, touched or not
+ * (MAP_NORESERVE is ignored then): reserved memory is not free there. */
+bool mia_prim_overcommits(void) {
+  static _Atomic(int) state;   /* 0: not read, 1: overcommits, -1: does not */
+  int s = atomic_load_explicit(&state, memory_order_relaxed);
+  if (s == 0) {
+    char buf[16];
+    s = mia_prim_read_file("/proc/sys/vm/overcommit_memory", buf, sizeof buf) && buf[0] == '2' ? -1 : 1;
+    atomic_store_explicit(&state, s, memory_order_relaxed);
+  }
+  return s > 0;
+}
+
+static int uncommitted_prot(bool readable) { return readable ? PROT_READ : PROT_NONE; }
+
+/* Neither kind of uncommitted memory is charged: only writable private
+ * mappings are. */
+void *mia_prim_reserve_uncommitted(size_t size, size_t alignment, bool readable) {
+  return map_aligned(size, alignment, uncommitted_prot(readable));
+}
+
+bool mia_prim_commit(void *p, size_t size) { return mprotect(p, size, PROT_READ | PROT_WRITE) == 0; }
+
+/* A fresh mapping over the range: an mprotect back would keep the charge
+ * (the kernel drops it only with the mapping), and this drops the pages
+ * too.  Advice on the range (transparent huge pages) goes with it. */
+bool mia_prim_decommit(void *p, size_t size, bool readable) {
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED;
+  return mmap(p, size, uncommitted_prot(readable), flags, -1, 0) == p;
 }
 
 /* Keep transparent huge pages out of a range whose protection changes page

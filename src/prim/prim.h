@@ -14,6 +14,17 @@
 /* Memory. Reserved memory is readable and writable but takes no RAM (and no
  * commit charge) until touched; purged memory reads as zero afterwards. */
 void  *mia_prim_reserve(size_t size, size_t alignment, bool allow_thp);
+/* Commit on demand, for kernels that do not overcommit: there reserved
+ * memory is charged against the commit limit as soon as it is mapped, so
+ * arenas map uncommitted memory (inaccessible, or read-only reading zero
+ * with readable), which no kernel charges, and commit what they hand out.
+ * commit: writable and charged (false at the commit limit); decommit:
+ * pages and charge dropped, back to what reserve_uncommitted made. */
+bool   mia_prim_overcommits(void);
+void  *mia_prim_reserve_uncommitted(size_t size, size_t alignment, bool readable);
+bool   mia_prim_commit(void *p, size_t size);
+bool   mia_prim_decommit(void *p, size_t size, bool readable);
+void   mia_prim_want_thp(void *p, size_t size);
 void   mia_prim_release(void *p, size_t size);
 bool   mia_prim_purge(void *p, size_t size, bool lazy);
 typedef enum { MIA_PROT_NONE, MIA_PROT_READ, MIA_PROT_RW } mia_prot_t;

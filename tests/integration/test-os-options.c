@@ -5,6 +5,12 @@
  *   MIALLOC_ALLOW_LARGE_OS_PAGES=1 arenas are marked for huge pages (VmFlags hg),
  *                                  except in secure builds, whose pages each end
  *                                  with a guard page (VmFlags nh: never)
+ *   MIALLOC_ARENA_EAGER_COMMIT=0   arena segments are writable only while
+ *                                  claimed (or freed and not yet purged): a
+ *                                  kernel that does not overcommit charges
+ *                                  only those; 1: the whole arena at once;
+ *                                  2 (default): 0 exactly where
+ *                                  vm.overcommit_memory is 2
  */
 #include "config.h"
 #include "mialloc.h"
@@ -40,7 +46,69 @@ static bool mapping_has_flag(const void *p, const char *flag) {
   return found;
 }
 
+/* The permissions ("rw-p", "---p") of the mapping that holds p. */
+static const char *perms_of(const void *p) {
+  static char perms[8];
+  FILE *f = fopen("/proc/self/maps", "r");
+  char line[512];
+  strcpy(perms, "none");
+  while (f && fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    char pr[8];
+    if (sscanf(line, "%lx-%lx %7s", &lo, &hi, pr) == 3 && (uintptr_t)p >= lo && (uintptr_t)p < hi) {
+      strcpy(perms, pr);
+      break;
+    }
+  }
+  if (f) fclose(f);
+  return perms;
+}
+
+static bool writable(const void *p) { return strncmp(perms_of(p), "rw", 2) == 0; }
+
+/* eager: is the arena writable beyond what is claimed?  on demand: are
+ * claimed segments writable, unclaimed and purged ones not, and is memory
+ * committed again zero and usable? */
+static int commit_child(bool eager) {
+  uint8_t *first = malloc(100);
+  size_t arena_size;
+  uint8_t *base = mi_arena_area(1, &arena_size);
+  if (base == NULL || first < base || first >= base + arena_size) return 2;
+  uint8_t *far = base + arena_size - 1;   /* no segment claimed up there yet */
+  printf("first block %s, ", perms_of(first));
+  printf("arena end %s\n", perms_of(far));
+  if (eager) return writable(first) && writable(far) ? 0 : 1;
+  if (!writable(first) || writable(far)) return 1;
+  /* 64 MiB of small blocks and a 64 MiB huge block claim some 32 segments */
+  enum { N = 16384 };
+  static uint8_t *small[N];
+  for (int i = 0; i < N; i++) small[i] = malloc(4000);
+  uint8_t *huge = malloc(64u << 20);
+  bool ok = writable(small[N - 1]) && writable(huge) && writable(huge + (64u << 20) - 1);
+  memset(huge, 1, 64u << 20);
+  for (int i = 0; i < N; i++) free(small[i]);
+  free(huge);
+  mi_collect(true);
+  bool decommitted = !writable(huge) && !writable(small[N - 1]);
+  printf("in use: %d, purged: %s\n", ok, perms_of(huge));
+  uint8_t *again = calloc(1, 64u << 20);
+  bool zero = again != NULL && writable(again) && again[0] == 0 && again[(64u << 20) - 1] == 0;
+  if (again != NULL) memset(again, 2, 64u << 20);
+  free(again);
+  free(first);
+  return ok && decommitted && zero ? 0 : 1;
+}
+
 static int child(const char *mode) {
+  if (strcmp(mode, "eager") == 0) return commit_child(true);
+  if (strcmp(mode, "ondemand") == 0) return commit_child(false);
+  if (strcmp(mode, "kernel") == 0) {
+    char buf[8] = "";
+    FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
+    if (f == NULL || fgets(buf, sizeof buf, f) == NULL) return 2;
+    fclose(f);
+    return commit_child(buf[0] != '2');
+  }
   if (strcmp(mode, "purge0") == 0) {
     /* a huge block and many small ones, freed: no mi_collect */
     size_t before = rss_bytes();
@@ -79,14 +147,14 @@ static int child(const char *mode) {
   return 3;
 }
 
-static int run(const char *mode, const char *var) {
+static int run2(const char *mode, const char *var, const char *var2) {
   pid_t pid = fork();
   if (pid == 0) {
-    /* only the variable under test, plus the library path the libtool
+    /* only the variables under test, plus the library path the libtool
      * wrapper set up for the uninstalled library */
     char ldpath[4096];
     snprintf(ldpath, sizeof ldpath, "LD_LIBRARY_PATH=%s", getenv("LD_LIBRARY_PATH") ? getenv("LD_LIBRARY_PATH") : "");
-    char *envp[] = {(char *)var, ldpath, NULL};
+    char *envp[] = {(char *)var, ldpath, (char *)var2, NULL};
     char *argv[] = {(char *)"test-os-options", (char *)mode, NULL};
     execve("/proc/self/exe", argv, envp);
     _exit(127);
@@ -95,6 +163,8 @@ static int run(const char *mode, const char *var) {
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
+
+static int run(const char *mode, const char *var) { return run2(mode, var, NULL); }
 
 int main(int argc, char **argv) {
   if (argc > 1) return child(argv[1]);
@@ -113,5 +183,12 @@ int main(int argc, char **argv) {
 #endif
   TAP_OK(run("nothp", "MIALLOC_ALLOW_LARGE_OS_PAGES=0") == 0,
          "without it the arena is not marked");
+  TAP_OK(run2("ondemand", "MIALLOC_ARENA_EAGER_COMMIT=0", "MIALLOC_PURGE_DELAY=0") == 0,
+         "MIALLOC_ARENA_EAGER_COMMIT=0: claimed segments are writable, unclaimed and purged ones are not, "
+         "and memory committed again reads zero");
+  TAP_OK(run("eager", "MIALLOC_ARENA_EAGER_COMMIT=1") == 0,
+         "MIALLOC_ARENA_EAGER_COMMIT=1: the whole arena is writable at once");
+  TAP_OK(run2("kernel", "MIALLOC_VERBOSE=0", "MIALLOC_PURGE_DELAY=0") == 0,
+         "by default arenas commit on demand exactly where the kernel does not overcommit");
   return tap_done();
 }
