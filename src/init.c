@@ -120,6 +120,7 @@ void mia_process_init(void) {
   mia_free_mark = seeds[1] | 1;
   mia_bins_init();
   mia_options_init();
+  mia_pagemap_init();
   pthread_key_create(&mia_theap_key, mia_thread_done_cb);
   mia_cpu_detect();
   mia_guarded_init();

@@ -100,6 +100,7 @@ void mia_deferred_free(mia_theap_t *theap, bool force);
 #define MIA_MAP_TOP_COUNT ((size_t)1 << (47 - MIA_MAP_TOP_SHIFT))
 #define MIA_MAP_LEAF_COUNT ((size_t)1 << (MIA_MAP_TOP_SHIFT - MIA_SLICE_SHIFT))
 extern mia_page_t **mia_pagemap_top[MIA_MAP_TOP_COUNT];
+void mia_pagemap_init(void);
 bool mia_pagemap_ensure(void *start, size_t size);
 void mia_pagemap_set(void *start, size_t slices, mia_page_t *page);
 

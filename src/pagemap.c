@@ -11,13 +11,23 @@
 
 /* The shared empty leaf is zero-initialised static data (.bss): it needs
  * no set-up, so lookups work before initialisation (free of NULL or of a
- * foreign pointer before the first malloc), and reading it costs no RAM. */
-static mia_page_t *mia_pagemap_empty_leaf[MIA_MAP_LEAF_COUNT];
+ * foreign pointer before the first malloc), and reading it costs no RAM.
+ * Aligned for any page size, so mia_pagemap_init can remap it. */
+static mia_page_t *mia_pagemap_empty_leaf[MIA_MAP_LEAF_COUNT] __attribute__((aligned(64 * 1024)));
 mia_page_t **mia_pagemap_top[MIA_MAP_TOP_COUNT] = {
     [0 ... MIA_MAP_TOP_COUNT - 1] = mia_pagemap_empty_leaf};
 static int mia_pagemap_lock;
 
 #define MIA_LEAF_BYTES (MIA_MAP_LEAF_COUNT * sizeof(mia_page_t *))
+
+/* Writable static data is charged against the commit limit too, 8 MiB of
+ * it here: where arenas commit on demand, the empty leaf becomes a
+ * read-only mapping at the same address (reading the same zeros), which is
+ * not charged.  Lookups racing with the swap read zeros either way. */
+void mia_pagemap_init(void) {
+  if (mia_arena_commits_on_demand())
+    mia_prim_decommit(mia_pagemap_empty_leaf, sizeof mia_pagemap_empty_leaf, true);
+}
 
 /* Where arenas commit on demand, so do leaves: a leaf is mapped read-only
  * (every lookup may read any entry; reading costs no commit charge), and

@@ -8,7 +8,9 @@
  *   MIALLOC_ARENA_EAGER_COMMIT=0   arena segments are writable only while
  *                                  claimed (or freed and not yet purged): a
  *                                  kernel that does not overcommit charges
- *                                  only those; 1: the whole arena at once;
+ *                                  only those, and a small program's writable
+ *                                  mappings stay under 10 MiB; 1: the whole
+ *                                  arena at once;
  *                                  2 (default): 0 exactly where
  *                                  vm.overcommit_memory is 2
  */
@@ -66,6 +68,21 @@ static const char *perms_of(const void *p) {
 
 static bool writable(const void *p) { return strncmp(perms_of(p), "rw", 2) == 0; }
 
+/* Bytes of writable private mappings: what a kernel that does not
+ * overcommit charges against its commit limit. */
+static size_t writable_private_bytes(void) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  char line[512];
+  size_t total = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    char pr[8];
+    if (sscanf(line, "%lx-%lx %7s", &lo, &hi, pr) == 3 && pr[1] == 'w' && pr[3] == 'p') total += hi - lo;
+  }
+  if (f) fclose(f);
+  return total;
+}
+
 /* eager: is the arena writable beyond what is claimed?  on demand: are
  * claimed segments writable, unclaimed and purged ones not, and is memory
  * committed again zero and usable? */
@@ -75,10 +92,12 @@ static int commit_child(bool eager) {
   uint8_t *base = mi_arena_area(1, &arena_size);
   if (base == NULL || first < base || first >= base + arena_size) return 2;
   uint8_t *far = base + arena_size - 1;   /* no segment claimed up there yet */
+  size_t charged = writable_private_bytes();
   printf("first block %s, ", perms_of(first));
-  printf("arena end %s\n", perms_of(far));
-  if (eager) return writable(first) && writable(far) ? 0 : 1;
-  if (!writable(first) || writable(far)) return 1;
+  printf("arena end %s, writable private mappings %zu KiB\n", perms_of(far), charged >> 10);
+  if (eager) return writable(first) && writable(far) && charged >= arena_size ? 0 : 1;
+  /* one segment, the page map's part for the arena, the libraries' data */
+  if (!writable(first) || writable(far) || charged > (10u << 20)) return 1;
   /* 64 MiB of small blocks and a 64 MiB huge block claim some 32 segments */
   enum { N = 16384 };
   static uint8_t *small[N];
