@@ -126,17 +126,34 @@ static void mia_arena_advise(uint8_t *p, size_t size) {
   else if (mia_option_get_fast(mi_option_allow_large_os_pages) != 0) mia_prim_want_thp(p, size);
 }
 
-/* An arena of at least min_segments (exactly that many when exact). */
+/* Segments an arena may reserve at most: halved by each refused
+ * reservation, so a process under a small address-space limit (ulimit -v,
+ * RLIMIT_AS) tries the 1 GiB default once, not at every new arena. */
+static size_t mia_arena_cap = SIZE_MAX;
+
+/* An arena of at least min_segments (exactly that many when exact).  A
+ * refused reservation is tried again at half the size, down to what is
+ * needed: under an address-space limit below the default (1 GiB) every
+ * allocation would fail, where glibc's malloc still works. */
 static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments, bool exact) {
   size_t reserve = mi_option_get_size(mi_option_arena_reserve);
   if (reserve < 64 * MIA_SEGMENT_SIZE) reserve = 64 * MIA_SEGMENT_SIZE;
   size_t segments = exact ? min_segments : reserve / MIA_SEGMENT_SIZE;
+  size_t cap = __atomic_load_n(&mia_arena_cap, __ATOMIC_RELAXED);
+  if (!exact && segments > cap) segments = cap;
   if (segments < min_segments) segments = min_segments;
-  size_t size = segments * MIA_SEGMENT_SIZE;
   bool on_demand = mia_arena_commits_on_demand();
-  uint8_t *base = on_demand ? mia_prim_reserve_uncommitted(size, MIA_SEGMENT_SIZE, false)
-                            : mia_prim_reserve(size, MIA_SEGMENT_SIZE, false);
+  uint8_t *base;
+  for (;;) {
+    size_t size = segments * MIA_SEGMENT_SIZE;
+    base = on_demand ? mia_prim_reserve_uncommitted(size, MIA_SEGMENT_SIZE, false)
+                     : mia_prim_reserve(size, MIA_SEGMENT_SIZE, false);
+    if (base != NULL || exact || segments <= min_segments) break;
+    segments = segments / 2 > min_segments ? segments / 2 : min_segments;
+    __atomic_store_n(&mia_arena_cap, segments, __ATOMIC_RELAXED);
+  }
   if (base == NULL) return NULL;
+  size_t size = segments * MIA_SEGMENT_SIZE;
   mia_arena_advise(base, size);
   mia_arena_t *arena = mia_arena_register(sp, base, segments, false, false);
   if (arena != NULL) arena->on_demand = on_demand;

@@ -5,6 +5,9 @@
  *   MIALLOC_ALLOW_LARGE_OS_PAGES=1 arenas are marked for huge pages (VmFlags hg),
  *                                  except in secure builds, whose pages each end
  *                                  with a guard page (VmFlags nh: never)
+ *   (an address-space limit)       under ulimit -v 256 MiB, below the 1 GiB a
+ *                                  default arena takes, smaller arenas serve
+ *                                  160 MiB of blocks
  *   MIALLOC_ARENA_EAGER_COMMIT=0   arena segments are writable only while
  *                                  claimed (or freed and not yet purged): a
  *                                  kernel that does not overcommit charges
@@ -23,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -118,7 +122,27 @@ static int commit_child(bool eager) {
   return ok && decommitted && zero ? 0 : 1;
 }
 
+/* 160 MiB of small blocks and a 32 MiB huge one under a 256 MiB limit */
+static int limited_child(void) {
+  enum { N = 160 * 1024 };
+  static uint8_t *blocks[N];
+  bool ok = true;
+  for (int i = 0; i < N && ok; i++) {
+    blocks[i] = malloc(1000);
+    ok = blocks[i] != NULL;
+    if (ok) memset(blocks[i], i & 0xff, 1000);
+  }
+  uint8_t *huge = ok ? malloc(32u << 20) : NULL;
+  if (huge != NULL) memset(huge, 3, 32u << 20);
+  for (int i = 0; i < N && ok; i++) ok = blocks[i][999] == (i & 0xff);
+  printf("blocks %s, huge block %s\n", ok ? "ok" : "failed", huge != NULL ? "ok" : "failed");
+  for (int i = 0; i < N; i++) free(blocks[i]);
+  free(huge);
+  return ok && huge != NULL ? 0 : 1;
+}
+
 static int child(const char *mode) {
+  if (strcmp(mode, "limited") == 0) return limited_child();
   if (strcmp(mode, "eager") == 0) return commit_child(true);
   if (strcmp(mode, "ondemand") == 0) return commit_child(false);
   if (strcmp(mode, "kernel") == 0) {
@@ -166,9 +190,11 @@ static int child(const char *mode) {
   return 3;
 }
 
-static int run2(const char *mode, const char *var, const char *var2) {
+static int run_limited(const char *mode, const char *var, const char *var2, size_t as_limit) {
   pid_t pid = fork();
   if (pid == 0) {
+    struct rlimit rl = {as_limit, as_limit};
+    if (as_limit != 0 && setrlimit(RLIMIT_AS, &rl) != 0) _exit(126);
     /* only the variables under test, plus the library path the libtool
      * wrapper set up for the uninstalled library */
     char ldpath[4096];
@@ -183,6 +209,7 @@ static int run2(const char *mode, const char *var, const char *var2) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
+static int run2(const char *mode, const char *var, const char *var2) { return run_limited(mode, var, var2, 0); }
 static int run(const char *mode, const char *var) { return run2(mode, var, NULL); }
 
 int main(int argc, char **argv) {
@@ -202,6 +229,8 @@ int main(int argc, char **argv) {
 #endif
   TAP_OK(run("nothp", "MIALLOC_ALLOW_LARGE_OS_PAGES=0") == 0,
          "without it the arena is not marked");
+  TAP_OK(run_limited("limited", "MIALLOC_VERBOSE=0", NULL, 256u << 20) == 0,
+         "under an address-space limit of 256 MiB (below a default arena) smaller arenas serve 160 MiB of blocks");
   TAP_OK(run2("ondemand", "MIALLOC_ARENA_EAGER_COMMIT=0", "MIALLOC_PURGE_DELAY=0") == 0,
          "MIALLOC_ARENA_EAGER_COMMIT=0: claimed segments are writable, unclaimed and purged ones are not, "
          "and memory committed again reads zero");
