@@ -142,6 +142,28 @@ void mia_process_init(void) {
   pthread_atfork(mia_fork_prepare, mia_fork_parent, mia_fork_child);
 }
 
+/* Valgrind's memcheck, massif, dhat, helgrind and drd replace malloc in
+ * libc only: with mialloc preloaded (system-wide, say) they see none of
+ * the program's blocks and report nothing, silently.  Said once, when our
+ * code first takes memory for blocks -- which it never does when the tool
+ * was told to replace ours too (--soname-synonyms=somalloc=...).  Builds
+ * for Valgrind (--enable-valgrind) describe their blocks to it instead. */
+void mia_check_tool_blindness(void) {
+  static _Atomic(int) checked;
+  if (MIA_ANNOTATED || atomic_load(&checked) != 0 || atomic_exchange(&checked, 1) != 0) return;
+  char preload[2048];
+  if (!mia_prim_getenv("LD_PRELOAD", preload, sizeof preload)) return;
+  static const char *const tools[] = {"vgpreload_memcheck", "vgpreload_massif", "vgpreload_dhat",
+                                      "vgpreload_helgrind", "vgpreload_drd"};
+  for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
+    if (strstr(preload, tools[i]) == NULL) continue;
+    mia_warning("Valgrind's %s does not see mialloc's blocks: run it with "
+                "--soname-synonyms=somalloc='*mialloc*' to check this program's allocations\n",
+                tools[i] + strlen("vgpreload_"));
+    return;
+  }
+}
+
 /* ---- threads ---- */
 
 mia_theap_t *mia_thread_init_slow(void) {

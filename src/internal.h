@@ -43,6 +43,7 @@ void mia_unlock(int *lock);
 void mia_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mia_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mia_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void mia_check_tool_blindness(void) mia_cold;
 void mia_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* How an error report is shown on the output (it always reaches the error
  * callback and the statistics); flags: */

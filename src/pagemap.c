@@ -11,9 +11,8 @@
 
 /* The shared empty leaf is zero-initialised static data (.bss): it needs
  * no set-up, so lookups work before initialisation (free of NULL or of a
- * foreign pointer before the first malloc), and reading it costs no RAM.
- * Aligned for any page size, so mia_pagemap_init can remap it. */
-static mia_page_t *mia_pagemap_empty_leaf[MIA_MAP_LEAF_COUNT] __attribute__((aligned(64 * 1024)));
+ * foreign pointer before the first malloc), and reading it costs no RAM. */
+static mia_page_t *mia_pagemap_empty_leaf[MIA_MAP_LEAF_COUNT];
 mia_page_t **mia_pagemap_top[MIA_MAP_TOP_COUNT] = {
     [0 ... MIA_MAP_TOP_COUNT - 1] = mia_pagemap_empty_leaf};
 static int mia_pagemap_lock;
@@ -21,12 +20,17 @@ static int mia_pagemap_lock;
 #define MIA_LEAF_BYTES (MIA_MAP_LEAF_COUNT * sizeof(mia_page_t *))
 
 /* Writable static data is charged against the commit limit too, 8 MiB of
- * it here: where arenas commit on demand, the empty leaf becomes a
- * read-only mapping at the same address (reading the same zeros), which is
- * not charged.  Lookups racing with the swap read zeros either way. */
+ * it here: where arenas commit on demand, the whole pages of the empty
+ * leaf become a read-only mapping at the same address (reading the same
+ * zeros), which is not charged.  Lookups racing with the swap read zeros
+ * either way.  (Whole pages inside it rather than an aligned array: a
+ * 64 KiB-aligned .bss makes Valgrind 3.19 drop the library's symbols.) */
 void mia_pagemap_init(void) {
-  if (mia_arena_commits_on_demand())
-    mia_prim_decommit(mia_pagemap_empty_leaf, sizeof mia_pagemap_empty_leaf, true);
+  if (!mia_arena_commits_on_demand()) return;
+  uintptr_t ps = mia_prim_page_size();
+  uintptr_t lo = ((uintptr_t)mia_pagemap_empty_leaf + ps - 1) & ~(ps - 1);
+  uintptr_t hi = ((uintptr_t)mia_pagemap_empty_leaf + sizeof mia_pagemap_empty_leaf) & ~(ps - 1);
+  if (hi > lo) mia_prim_decommit((void *)lo, hi - lo, true);
 }
 
 /* Where arenas commit on demand, so do leaves: a leaf is mapped read-only

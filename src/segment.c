@@ -105,6 +105,7 @@ static mia_segment_t *mia_segment_new(mia_tld_t *tld, size_t count) {
   for (long i = 0; i < tries && mia_segment_reclaim_one(tld, &seg); i++) {
     if (seg != NULL && find_free_slices(seg->used_mask, count) != 0) return seg;
   }
+  mia_check_tool_blindness();   /* once, on the first thread segment */
   bool is_zero;
   uint64_t guards = 0;
   seg = mia_arena_alloc_segments(tld->subproc, tld->heap->arena, 1, &is_zero, ~(uint64_t)0, &guards);
