@@ -102,6 +102,20 @@ static void mia_fork_child(void) {
   mia_purge_fork_child();
 }
 
+/* getrandom fails before the kernel's generator is ready (early boot: a
+ * preloaded mialloc runs in PID 1 too) and under sandboxes that refuse
+ * it.  The secrets then come from what differs between processes and
+ * runs -- the clock, the addresses ASLR chose, the thread id: weaker than
+ * the kernel's, but not the constants a failed call would leave. */
+static void mia_secrets_fallback(uintptr_t seeds[2]) {
+  uint64_t x = mia_prim_clock_ns();
+  x = mia_mix64(x ^ (uint64_t)(uintptr_t)seeds);              /* stack */
+  x = mia_mix64(x ^ (uint64_t)(uintptr_t)&mia_process_secret);  /* this library */
+  x = mia_mix64(x ^ (uint64_t)mia_prim_gettid());
+  seeds[0] = (uintptr_t)x;
+  seeds[1] = (uintptr_t)mia_mix64(x ^ 0x6d69616c6c6f6321u);
+}
+
 void mia_process_init(void) {
   int expected = 0;
   if (!atomic_compare_exchange_strong(&mia_process_state, &expected, 1)) {
@@ -115,7 +129,7 @@ void mia_process_init(void) {
   mia_process_start_ms = mia_prim_clock_ms();
   /* both secrets from one system call: every process pays for it */
   uintptr_t seeds[2] = {0, mia_free_mark};
-  mia_prim_random_buf(seeds, sizeof seeds);
+  if (!mia_prim_random_buf(seeds, sizeof seeds)) mia_secrets_fallback(seeds);
   mia_process_secret = seeds[0] | 1;
   mia_free_mark = seeds[1] | 1;
   mia_bins_init();
