@@ -1,9 +1,8 @@
 /* arena.c -- OS reservations handed out as 4 MiB segments.
  *
  * An arena is one large mapping (MIALLOC_ARENA_RESERVE, 1 GiB by default)
- * that costs address space only; RAM is used when a page is touched (and
- * where the kernel does not overcommit, segments are committed as they are
- * claimed, see mia_arena_commits_on_demand).  Two
+ * that costs address space only; RAM is used when a page is touched, and
+ * segments are committed as they are claimed (mia_arena_commits_on_demand).  Two
  * bitmaps track its segments: claimed, and free-but-dirty (touched since the
  * last purge).  Claiming happens once per 4 MiB a thread needs, so a lock is
  * cheap here; huge allocations claim runs of segments the same way.
@@ -106,13 +105,15 @@ static mia_arena_t *mia_arena_register(mia_subproc_t *sp, uint8_t *base, size_t 
   return arena;
 }
 
-/* Where the kernel does not overcommit (vm.overcommit_memory=2), a
- * reservation is charged against the commit limit whole: a 1 GiB arena in
- * every process would exhaust it after a few processes, and fork and exec
- * would fail system-wide.  Arenas are then mapped uncommitted, and each
- * segment is committed when claimed and decommitted when purged, so a
- * process is charged for what it holds.  MIALLOC_ARENA_EAGER_COMMIT: 2
- * (default) decides by the kernel, 1 commits at once, 0 on demand. */
+/* Arenas are mapped uncommitted (inaccessible); a segment is committed
+ * (made writable) when claimed and decommitted when purged.  A writable
+ * 1 GiB reservation costs nothing on most systems, but where the kernel
+ * does not overcommit (vm.overcommit_memory=2) it is charged against the
+ * commit limit whole -- a few processes exhaust it, and fork and exec fail
+ * system-wide -- and a program calling mlockall(MCL_CURRENT) or
+ * (MCL_FUTURE) gets all of it faulted in and locked: 1 GiB of RAM in
+ * every program that locks its memory (libcryptsetup does).  MIALLOC_ARENA_EAGER_COMMIT: 0 (default) on demand, 1 at
+ * once, 2 at once only where the kernel overcommits. */
 bool mia_arena_commits_on_demand(void) {
   long eager = mia_option_get_fast(mi_option_arena_eager_commit);
   return eager == 0 || (eager != 1 && !mia_prim_overcommits());
@@ -225,7 +226,7 @@ static bool mia_arena_commit(mia_arena_t *arena, size_t idx, size_t count) {
 static void mia_arena_decommit(mia_arena_t *arena, size_t idx, size_t count, bool lazy) {
   uint8_t *p = arena->base + idx * MIA_SEGMENT_SIZE;
   size_t size = count * MIA_SEGMENT_SIZE;
-  if (!arena->on_demand) {
+  if (!arena->on_demand || lazy) {   /* MIALLOC_PURGE_DECOMMITS=0: MADV_FREE, committed still */
     mia_prim_purge(p, size, lazy);
     return;
   }

@@ -39,7 +39,7 @@ static mia_option_desc_t mia_options[_mi_option_last] = {
   [mi_option_show_stats] = {0, 0, MIA_OPT_BOOL, "SHOW_STATS", 0, "print statistics at exit"},
   [mi_option_verbose] = {0, 0, MIA_OPT_BOOL, "VERBOSE", 0, "explain decisions on stderr"},
   [mi_option_eager_commit] = {0, 0, MIA_OPT_BOOL, "EAGER_COMMIT", 1, "accepted for compatibility; no effect (memory is committed when first touched)"},
-  [mi_option_arena_eager_commit] = {0, 0, MIA_OPT_LONG, "ARENA_EAGER_COMMIT", 2, "commit arena memory at once (1), as segments are claimed (0), or at once only where the kernel overcommits (2; vm.overcommit_memory=2 does not)"},
+  [mi_option_arena_eager_commit] = {0, 0, MIA_OPT_LONG, "ARENA_EAGER_COMMIT", 0, "commit arena memory as segments are claimed (0), at once (1), or at once only where the kernel overcommits (2)"},
   [mi_option_purge_decommits] = {0, 0, MIA_OPT_BOOL, "PURGE_DECOMMITS", 1, "purge with MADV_DONTNEED (1, RSS drops at once) or MADV_FREE (0)"},
   [mi_option_allow_large_os_pages] = {0, 0, MIA_OPT_BOOL, "ALLOW_LARGE_OS_PAGES", 0, "ask for transparent huge pages on arenas"},
   [mi_option_reserve_huge_os_pages] = {0, 0, MIA_OPT_LONG, "RESERVE_HUGE_OS_PAGES", 0, "reserve N GiB of huge OS pages (hugetlbfs) at start; never purged"},
