@@ -1,10 +1,10 @@
 /* arena.c -- OS reservations handed out as 4 MiB segments.
  *
  * An arena is one large mapping (MIALLOC_ARENA_RESERVE, 1 GiB by default)
- * that costs address space only; RAM is used when a page is touched, and
- * segments are committed as they are claimed (mia_arena_commits_on_demand).  Two
- * bitmaps track its segments: claimed, and free-but-dirty (touched since the
- * last purge).  Claiming happens once per 4 MiB a thread needs, so a lock is
+ * that costs address space only; segments are committed as they are
+ * claimed (mia_arena_commits_on_demand), and RAM is used when a page is
+ * touched.  Two bitmaps track its segments: claimed, and free-but-dirty
+ * (touched since the last purge).  Claiming happens once per 4 MiB a thread needs, so a lock is
  * cheap here; huge allocations claim runs of segments the same way.
  */
 #include "internal.h"
@@ -112,8 +112,9 @@ static mia_arena_t *mia_arena_register(mia_subproc_t *sp, uint8_t *base, size_t 
  * commit limit whole -- a few processes exhaust it, and fork and exec fail
  * system-wide -- and a program calling mlockall(MCL_CURRENT) or
  * (MCL_FUTURE) gets all of it faulted in and locked: 1 GiB of RAM in
- * every program that locks its memory (libcryptsetup does).  MIALLOC_ARENA_EAGER_COMMIT: 0 (default) on demand, 1 at
- * once, 2 at once only where the kernel overcommits. */
+ * every program that locks its memory (libcryptsetup does).
+ * MIALLOC_ARENA_EAGER_COMMIT: 0 (default) on demand, 1 at once, 2 at once
+ * only where the kernel overcommits. */
 bool mia_arena_commits_on_demand(void) {
   long eager = mia_option_get_fast(mi_option_arena_eager_commit);
   return eager == 0 || (eager != 1 && !mia_prim_overcommits());
