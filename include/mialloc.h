@@ -286,7 +286,7 @@ typedef enum mi_option_e {
   mi_option_show_stats,           /* print statistics at exit */
   mi_option_verbose,              /* explain decisions on stderr */
   mi_option_eager_commit,         /* accepted for compatibility */
-  mi_option_arena_eager_commit,   /* accepted for compatibility */
+  mi_option_arena_eager_commit,   /* 0: commit arenas as segments are claimed (default), 1: at once */
   mi_option_purge_decommits,      /* purge with MADV_DONTNEED (1) or MADV_FREE (0) */
   mi_option_allow_large_os_pages, /* ask for transparent huge pages on arenas */
   mi_option_reserve_huge_os_pages,/* reserve N GiB of 1 GiB/2 MiB huge pages at start */

@@ -165,8 +165,23 @@ static int mlock_child(void) {
   return rss < 64 * 1024 ? 0 : 1;
 }
 
+/* mi_reserve_os_memory_ex's commit flag: the whole arena writable at once,
+ * or (without it) a segment at a time */
+static int reserve_commit_child(void) {
+  mi_arena_id_t eager_id, lazy_id;
+  if (mi_reserve_os_memory_ex(64u << 20, true, false, true, &eager_id) != 0) return 2;
+  if (mi_reserve_os_memory_ex(64u << 20, false, false, true, &lazy_id) != 0) return 2;
+  size_t eager_size, lazy_size;
+  uint8_t *eager = mi_arena_area(eager_id, &eager_size), *lazy = mi_arena_area(lazy_id, &lazy_size);
+  bool ok = eager != NULL && lazy != NULL && writable(eager + eager_size - 1) && !writable(lazy + lazy_size - 1);
+  printf("committed arena end %s, ", perms_of(eager + eager_size - 1));
+  printf("uncommitted arena end %s\n", perms_of(lazy + lazy_size - 1));
+  return ok ? 0 : 1;
+}
+
 static int child(const char *mode) {
   if (strcmp(mode, "limited") == 0) return limited_child();
+  if (strcmp(mode, "reservecommit") == 0) return reserve_commit_child();
   if (strcmp(mode, "mlock") == 0) return mlock_child();
   if (strcmp(mode, "eager") == 0) return commit_child(true);
   if (strcmp(mode, "ondemand") == 0) return commit_child(false);
@@ -264,6 +279,8 @@ int main(int argc, char **argv) {
   TAP_OK(run2("kernel", "MIALLOC_ARENA_EAGER_COMMIT=2", "MIALLOC_PURGE_DELAY=0") == 0,
          "MIALLOC_ARENA_EAGER_COMMIT=2: on demand exactly where the kernel does not overcommit");
   TAP_OK(run2("ondemand", "MIALLOC_VERBOSE=0", "MIALLOC_PURGE_DELAY=0") == 0, "by default arenas commit on demand");
+  TAP_OK(run("reservecommit", "MIALLOC_VERBOSE=0") == 0,
+         "mi_reserve_os_memory_ex(commit = true): the arena is writable at once; without commit, not");
   int rc = run("mlock", "MIALLOC_VERBOSE=0");
   if (rc == 77)
     printf("ok %d - mlockall # SKIP mlockall refused here (RLIMIT_MEMLOCK)\n", ++tap_count);
