@@ -100,13 +100,16 @@ void *mia_prim_reserve_uncommitted(size_t size, size_t alignment, bool readable)
 
 bool mia_prim_commit(void *p, size_t size) { return mprotect(p, size, PROT_READ | PROT_WRITE) == 0; }
 
-/* A fresh mapping over the range: an mprotect back would keep the charge
- * (the kernel drops it only with the mapping), and this drops the pages
- * too.  Advice on the range (transparent huge pages) goes with it. */
-bool mia_prim_decommit(void *p, size_t size, bool readable) {
+/* A fresh anonymous mapping over [p, p + size): its pages, commit charge,
+ * guard markers and advice (transparent huge pages) all go with the old. */
+static bool map_fresh(void *p, size_t size, int prot) {
   const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED;
-  return mmap(p, size, uncommitted_prot(readable), flags, -1, 0) == p;
+  return mmap(p, size, prot, flags, -1, 0) == p;
 }
+
+/* A fresh mapping, since an mprotect back would keep the charge (the
+ * kernel drops it only with the mapping). */
+bool mia_prim_decommit(void *p, size_t size, bool readable) { return map_fresh(p, size, uncommitted_prot(readable)); }
 
 /* Keep transparent huge pages out of a range whose protection changes page
  * by page: every mprotect there would split a huge page first (twice the
@@ -233,13 +236,11 @@ static void guard_budget_give(size_t guards) {
  * again.  A fresh mapping over the range then drops the markers, if the
  * mapping is ours to replace. */
 void mia_prim_guard_off(void *p, size_t size, size_t guards, bool replaceable) {
-  if (guard_markers() && madvise(p, size, MADV_GUARD_REMOVE) != 0 && replaceable) {
-    void *q = mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    if (q == p) {
-      mia_prim_no_thp(p, size);   /* as the arena around it, so they can merge */
-      if (atomic_load_explicit(&mia_guard_protected, memory_order_relaxed) != 0) guard_budget_give(guards);
-      return;
-    }
+  if (guard_markers() && madvise(p, size, MADV_GUARD_REMOVE) != 0 && replaceable &&
+      map_fresh(p, size, PROT_READ | PROT_WRITE)) {
+    mia_prim_no_thp(p, size);   /* as the arena around it, so they can merge */
+    if (atomic_load_explicit(&mia_guard_protected, memory_order_relaxed) != 0) guard_budget_give(guards);
+    return;
   }
   if (atomic_load_explicit(&mia_guard_protected, memory_order_relaxed) == 0) return;
   if (mprotect(p, size, PROT_READ | PROT_WRITE) == 0) guard_budget_give(guards);

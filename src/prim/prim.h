@@ -11,13 +11,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Memory. Reserved memory is readable and writable but takes no RAM (and no
- * commit charge) until touched; purged memory reads as zero afterwards. */
+/* Memory. Reserved memory is readable and writable but takes no RAM until
+ * touched (nor commit charge, where the kernel overcommits); purged memory
+ * reads as zero afterwards. */
 void  *mia_prim_reserve(size_t size, size_t alignment, bool allow_thp);
-/* Commit on demand, for kernels that do not overcommit: there reserved
- * memory is charged against the commit limit as soon as it is mapped, so
+/* Commit on demand (arenas, by default): where the kernel does not
+ * overcommit, reserved memory is charged against the commit limit as soon
+ * as it is mapped, and mlockall faults in every accessible mapping, so
  * arenas map uncommitted memory (inaccessible, or read-only reading zero
- * with readable), which no kernel charges, and commit what they hand out.
+ * with readable), which is neither, and commit what they hand out.
  * commit: writable and charged (false at the commit limit); decommit:
  * pages and charge dropped, back to what reserve_uncommitted made. */
 bool   mia_prim_overcommits(void);

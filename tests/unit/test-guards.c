@@ -8,7 +8,7 @@
  * check a heap of some hundreds of pages end to end, the budget spent too. */
 #include "internal.h"
 #include "../tap.h"
-#include "../no-markers.h"
+#include "../seccomp.h"
 
 #include <fcntl.h>
 #include <signal.h>

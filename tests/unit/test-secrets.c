@@ -6,42 +6,12 @@
 #include "internal.h"
 #include "../tap.h"
 
-#include <errno.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../seccomp.h"
+
 #define BUILT_IN_MARK ((uintptr_t)0x6d69616c6c6f6321u)
-
-#if defined(__x86_64__)
-#define THIS_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define THIS_ARCH AUDIT_ARCH_AARCH64
-#endif
-
-/* getrandom fails with ENOSYS, as under an old sandbox */
-static bool refuse_getrandom(void) {
-#ifdef THIS_ARCH
-  struct sock_filter filter[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, THIS_ARCH, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getrandom, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog prog = {.len = sizeof filter / sizeof filter[0], .filter = filter};
-  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
-#else
-  return false;
-#endif
-}
 
 /* The secrets of a fresh process (this program re-executed), with
  * getrandom refused if asked; false if it could not run. */
