@@ -412,7 +412,10 @@ static mia_subproc_t *mia_current_subproc(void) {
 }
 
 /* commit: writable (and charged) at once rather than a segment at a time;
- * where the kernel refuses the charge, the arena stays on demand. */
+ * where the kernel refuses the charge, the arena stays on demand.  A
+ * refused mprotect may have made part of it writable: left so (a claim
+ * there commits again, at no cost), since decommitting the arena now could
+ * take a segment another thread has just claimed from it. */
 mia_export int mi_reserve_os_memory_ex(size_t size, bool commit, bool allow_large, bool exclusive,
                                        mi_arena_id_t *arena_id) {
   (void)allow_large;  /* transparent huge pages follow MIALLOC_ALLOW_LARGE_OS_PAGES */
@@ -421,8 +424,7 @@ mia_export int mi_reserve_os_memory_ex(size_t size, bool commit, bool allow_larg
   mia_subproc_t *sp = mia_current_subproc();
   mia_arena_t *arena = mia_arena_reserve(sp, size);
   if (arena == NULL) return ENOMEM;
-  if (commit && arena->on_demand && !mia_prim_commit(arena->base, arena->size))
-    if (mia_prim_decommit(arena->base, arena->size, false)) mia_arena_advise(arena->base, arena->size);
+  if (commit && arena->on_demand) mia_prim_commit(arena->base, arena->size);
   arena->exclusive = exclusive;
   if (arena_id != NULL) *arena_id = arena->id;
   return 0;
