@@ -17,6 +17,16 @@
 extern "C" {
 #endif
 
+/* Attributes under the reference allocator's names, which code written for
+ * it may use in its own declarations too. */
+#ifdef __cplusplus
+#define mi_attr_noexcept      noexcept
+#else
+#define mi_attr_noexcept
+#endif
+#define mi_cdecl
+#define mi_decl_restrict
+
 #if defined(__GNUC__)
 #define mi_decl_export        __attribute__((visibility("default")))
 #define mi_decl_nodiscard     __attribute__((warn_unused_result))
@@ -32,6 +42,8 @@ extern "C" {
 #define mi_attr_alloc_size2(s1, s2)
 #define mi_attr_alloc_align(p)
 #endif
+
+typedef struct mi_heap_s mi_heap_t;   /* first-class heaps, below */
 
 /* ---------------------------------------------------------------------------
  * Allocation family
@@ -49,6 +61,10 @@ mi_decl_export mi_decl_nodiscard char *mi_strndup(const char *s, size_t n) mi_at
 /* not mi_attr_malloc: with a buffer it returns that buffer */
 mi_decl_export mi_decl_nodiscard char *mi_realpath(const char *fname, char *resolved_name);
 
+/* The *_small functions take sizes up to MI_SMALL_SIZE_MAX (larger ones
+ * work too, through the general path). */
+#define MI_SMALL_WSIZE_MAX  (128)
+#define MI_SMALL_SIZE_MAX   (MI_SMALL_WSIZE_MAX * sizeof(void *))
 mi_decl_export mi_decl_nodiscard void *mi_malloc_small(size_t size) mi_attr_malloc mi_attr_alloc_size(1);
 mi_decl_export mi_decl_nodiscard void *mi_zalloc_small(size_t size) mi_attr_malloc mi_attr_alloc_size(1);
 mi_decl_export mi_decl_nodiscard void *mi_zalloc(size_t size) mi_attr_malloc mi_attr_alloc_size(1);
@@ -58,6 +74,18 @@ mi_decl_export mi_decl_nodiscard void *mi_reallocf(void *p, size_t newsize) mi_a
 
 mi_decl_export mi_decl_nodiscard size_t mi_usable_size(const void *p);
 mi_decl_export mi_decl_nodiscard size_t mi_good_size(size_t size);
+mi_decl_export void mi_free_small(void *p);   /* mi_free, for any block */
+
+/* The same, also telling the usable size of the block handed out (or
+ * freed) through block_size when it is not NULL; 0 for NULL. */
+mi_decl_export mi_decl_nodiscard void *mi_umalloc(size_t size, size_t *block_size) mi_attr_malloc mi_attr_alloc_size(1);
+mi_decl_export mi_decl_nodiscard void *mi_ucalloc(size_t count, size_t size, size_t *block_size) mi_attr_malloc mi_attr_alloc_size2(1, 2);
+mi_decl_export mi_decl_nodiscard void *mi_urealloc(void *p, size_t newsize, size_t *block_size_pre, size_t *block_size_post) mi_attr_alloc_size(2);
+mi_decl_export void mi_ufree(void *p, size_t *block_size);
+mi_decl_export mi_decl_nodiscard void *mi_umalloc_aligned(size_t size, size_t alignment, size_t *block_size) mi_attr_malloc mi_attr_alloc_size(1) mi_attr_alloc_align(2);
+mi_decl_export mi_decl_nodiscard void *mi_uzalloc_aligned(size_t size, size_t alignment, size_t *block_size) mi_attr_malloc mi_attr_alloc_size(1) mi_attr_alloc_align(2);
+mi_decl_export mi_decl_nodiscard void *mi_umalloc_small(size_t size, size_t *block_size) mi_attr_malloc mi_attr_alloc_size(1);
+mi_decl_export mi_decl_nodiscard void *mi_uzalloc_small(size_t size, size_t *block_size) mi_attr_malloc mi_attr_alloc_size(1);
 
 /* Zero-initialising re-allocation: bytes past the old size are zero. */
 mi_decl_export mi_decl_nodiscard void *mi_rezalloc(void *p, size_t newsize) mi_attr_alloc_size(2);
@@ -93,6 +121,20 @@ mi_decl_export mi_decl_nodiscard void *mi_pvalloc(size_t size) mi_attr_malloc mi
 mi_decl_export mi_decl_nodiscard void *mi_aligned_alloc(size_t alignment, size_t size) mi_attr_malloc mi_attr_alloc_size(2) mi_attr_alloc_align(1);
 mi_decl_export mi_decl_nodiscard void *mi_reallocarray(void *p, size_t count, size_t size) mi_attr_alloc_size2(2, 3);
 mi_decl_export int mi_reallocarr(void *p, size_t count, size_t size);
+mi_decl_export mi_decl_nodiscard size_t mi_malloc_good_size(size_t size);   /* mi_good_size */
+
+/* Microsoft CRT-style names.  mi__expand is mi_expand; the recalloc forms
+ * take the alignment last.  mi_dupenv_s copies an environment variable
+ * into *buf (NULL, and 0, if it is not set; *size counts the final NUL);
+ * there is no wide environment on Linux, so mi_wdupenv_s sets *buf to NULL
+ * and returns EINVAL. */
+mi_decl_export void *mi__expand(void *p, size_t newsize);
+mi_decl_export mi_decl_nodiscard void *mi_aligned_recalloc(void *p, size_t newcount, size_t size, size_t alignment);
+mi_decl_export mi_decl_nodiscard void *mi_aligned_offset_recalloc(void *p, size_t newcount, size_t size, size_t alignment, size_t offset);
+mi_decl_export int mi_dupenv_s(char **buf, size_t *size, const char *name);
+mi_decl_export int mi_wdupenv_s(wchar_t **buf, size_t *size, const wchar_t *name);
+mi_decl_export mi_decl_nodiscard wchar_t *mi_wcsdup(const wchar_t *s) mi_attr_malloc;
+mi_decl_export mi_decl_nodiscard unsigned char *mi_mbsdup(const unsigned char *s) mi_attr_malloc;
 
 /* C++-style allocation: never return NULL, call the new-handler instead. */
 mi_decl_export mi_decl_nodiscard void *mi_new(size_t size) mi_attr_malloc mi_attr_alloc_size(1);
@@ -102,11 +144,21 @@ mi_decl_export mi_decl_nodiscard void *mi_new_aligned_nothrow(size_t size, size_
 mi_decl_export mi_decl_nodiscard void *mi_new_n(size_t count, size_t size) mi_attr_malloc mi_attr_alloc_size2(1, 2);
 mi_decl_export mi_decl_nodiscard void *mi_new_realloc(void *p, size_t newsize) mi_attr_alloc_size(2);
 mi_decl_export mi_decl_nodiscard void *mi_new_reallocn(void *p, size_t newcount, size_t size) mi_attr_alloc_size2(2, 3);
+mi_decl_export mi_decl_nodiscard void *mi_heap_alloc_new(mi_heap_t *heap, size_t size) mi_attr_malloc mi_attr_alloc_size(2);
+mi_decl_export mi_decl_nodiscard void *mi_heap_alloc_new_n(mi_heap_t *heap, size_t count, size_t size) mi_attr_malloc mi_attr_alloc_size2(2, 3);
 
 /* ---------------------------------------------------------------------------
  * Process and thread, collection, introspection
  * ------------------------------------------------------------------------ */
 mi_decl_export void mi_collect(bool force);
+/* Give back what the calling thread's heaps and the arenas hold free:
+ * mi_collect(true).  The target (bytes the thread may keep) is accepted
+ * for compatibility. */
+mi_decl_export void mi_collect_reduce(size_t target_thread_owned);
+/* A hint that the calling thread belongs to a thread pool; accepted for
+ * compatibility, it changes nothing (mialloc never lets a thread's
+ * reclaiming of abandoned memory depend on it). */
+mi_decl_export void mi_thread_set_in_threadpool(void);
 mi_decl_export int  mi_version(void);
 mi_decl_export bool mi_is_redirected(void);
 mi_decl_export bool mi_is_in_heap_region(const void *p);
@@ -138,6 +190,7 @@ mi_decl_export void mi_thread_stats_print_out(mi_output_fun *out, void *arg);
 /* Print the arenas of the calling thread's sub-process (size, segments in
  * use, dirty); the flags are accepted for compatibility. */
 mi_decl_export void mi_debug_show_arenas(bool show_inuse, bool show_abandoned, bool show_purge);
+mi_decl_export void mi_arenas_print(void);   /* the same */
 /* JSON form of the statistics into buf (size bytes); returns buf, or NULL if
  * it is too small.  With buf NULL the text is allocated with mi_malloc (free
  * it with mi_free); NULL when out of memory. */
@@ -152,7 +205,6 @@ mi_decl_export void mi_process_info(size_t *elapsed_msecs, size_t *user_msecs, s
  * the main heap (they stay valid); mi_heap_destroy frees them all at once.
  * Neither may race with other threads allocating from the same heap.
  * ------------------------------------------------------------------------ */
-typedef struct mi_heap_s mi_heap_t;
 typedef int mi_arena_id_t;          /* 0: no specific arena */
 typedef void *mi_subproc_id_t;
 
@@ -225,6 +277,9 @@ mi_decl_export bool mi_manage_os_memory(void *start, size_t size, bool is_commit
 mi_decl_export bool mi_manage_os_memory_ex(void *start, size_t size, bool is_committed, bool is_large, bool is_zero, int numa_node, bool exclusive, mi_arena_id_t *arena_id);
 mi_decl_export int mi_reserve_huge_os_pages_interleave(size_t pages, size_t numa_nodes, size_t timeout_msecs);
 mi_decl_export int mi_reserve_huge_os_pages_at(size_t pages, int numa_node, size_t timeout_msecs);
+mi_decl_export int mi_reserve_huge_os_pages_at_ex(size_t pages, int numa_node, size_t timeout_msecs, bool exclusive, mi_arena_id_t *arena_id);
+/* Deprecated form: *pages_reserved is pages on success, else 0. */
+mi_decl_export int mi_reserve_huge_os_pages(size_t pages, double max_secs, size_t *pages_reserved);
 mi_decl_export void *mi_arena_area(mi_arena_id_t arena_id, size_t *size);
 
 /* ---------------------------------------------------------------------------
@@ -239,6 +294,14 @@ mi_decl_export bool mi_subproc_visit_heaps(mi_subproc_id_t subproc, mi_heap_visi
 /* Releases the sub-process's heaps and arenas; no thread may still use it. */
 mi_decl_export void mi_subproc_destroy(mi_subproc_id_t subproc);
 mi_decl_export void mi_subproc_delete(mi_subproc_id_t subproc);   /* same as destroy */
+/* Visit the blocks that threads of the sub-process left behind when they
+ * exited (abandoned memory not yet taken over by another thread) of heaps
+ * with the given tag: the main heap's tag is 0, mi_heap_new_ex sets
+ * others.  The visitor gets the owning heap; it must not allocate from or
+ * free into that memory.  False if the visitor stopped early or subproc is
+ * not a sub-process. */
+mi_decl_export bool mi_abandoned_visit_blocks(mi_subproc_id_t subproc, int heap_tag, bool visit_blocks,
+                                              mi_block_visit_fun *visitor, void *arg);
 
 /* ---------------------------------------------------------------------------
  * Profiler interface (SPEC section 5).  A profiler is attached to the
@@ -276,6 +339,16 @@ mi_decl_export void mi_profiler_start(void);     /* resume sampling */
 mi_decl_export void mi_profiler_stop(void);      /* stop sampling; frees still reported */
 mi_decl_export void mi_profiler_snapshot(void);  /* calls on_snapshot */
 mi_decl_export void mi_heap_profile_disable(mi_heap_t *heap);
+
+/* ---------------------------------------------------------------------------
+ * Guarded sampling per heap (builds with guarded sampling; no effect in
+ * others).  About 1 in sample_rate allocations from the heap whose size
+ * lies in [min, max] is placed against a guard page (0: none, 1: all);
+ * a seed other than 0 restarts the calling thread's draws from it.  New
+ * heaps start from MIALLOC_GUARDED_SAMPLE_RATE/MIN/MAX.
+ * ------------------------------------------------------------------------ */
+mi_decl_export void mi_heap_guarded_set_sample_rate(mi_heap_t *heap, size_t sample_rate, size_t seed);
+mi_decl_export void mi_heap_guarded_set_size_bound(mi_heap_t *heap, size_t min, size_t max);
 
 /* ---------------------------------------------------------------------------
  * Options.  Each option reads MIALLOC_<NAME> from the environment once (the
@@ -319,6 +392,12 @@ typedef enum mi_option_e {
   mi_option_guarded_sample_seed,  /* seed of the guarded sampling draws (0: random) */
   mi_option_show_leaks,           /* list the blocks still live at exit */
   mi_option_page_thin,            /* purge the free OS pages of sparse pages (release builds) */
+  /* accepted for compatibility, no effect: */
+  mi_option_visit_abandoned,      /* abandoned blocks can always be visited */
+  mi_option_guarded_precise,      /* guarded blocks always end at their guard page */
+  mi_option_target_segments_per_thread,
+  mi_option_generic_collect,
+  mi_option_allow_thp,            /* transparent huge pages: see allow_large_os_pages */
   _mi_option_last,
   /* legacy names */
   mi_option_large_os_pages = mi_option_allow_large_os_pages,
@@ -326,7 +405,15 @@ typedef enum mi_option_e {
   mi_option_reset_decommits = mi_option_purge_decommits,
   mi_option_reset_delay = mi_option_purge_delay,
   mi_option_abandoned_page_reset = mi_option_abandoned_page_purge,
-  mi_option_limit_os_alloc = mi_option_disallow_os_alloc
+  mi_option_limit_os_alloc = mi_option_disallow_os_alloc,
+  mi_option_deprecated_eager_region_commit = mi_option_arena_eager_commit,
+  mi_option_deprecated_reset_decommits = mi_option_purge_decommits,
+  mi_option_page_reset = mi_option_deprecated_page_reset,
+  mi_option_abandoned_page_decommit = mi_option_abandoned_page_purge,
+  mi_option_decommit_delay = mi_option_purge_delay,
+  mi_option_decommit_extend_delay = mi_option_purge_extend_delay,
+  mi_option_allow_decommit = mi_option_purge_decommits,
+  mi_option_segment_decommit_delay = mi_option_deprecated_segment_cache
 } mi_option_t;
 
 mi_decl_export bool mi_option_is_enabled(mi_option_t option);
@@ -347,8 +434,25 @@ mi_decl_export void mi_options_print(void);
  * wrong.  Always true in builds without padding (release). */
 mi_decl_export bool mi_debug_check(void);
 
+/* ---------------------------------------------------------------------------
+ * Typed allocation
+ * ------------------------------------------------------------------------ */
+#define mi_malloc_tp(tp)                ((tp *)mi_malloc(sizeof(tp)))
+#define mi_zalloc_tp(tp)                ((tp *)mi_zalloc(sizeof(tp)))
+#define mi_calloc_tp(tp, n)             ((tp *)mi_calloc(n, sizeof(tp)))
+#define mi_mallocn_tp(tp, n)            ((tp *)mi_mallocn(n, sizeof(tp)))
+#define mi_reallocn_tp(p, tp, n)        ((tp *)mi_reallocn(p, n, sizeof(tp)))
+#define mi_recalloc_tp(p, tp, n)        ((tp *)mi_recalloc(p, n, sizeof(tp)))
+#define mi_heap_malloc_tp(hp, tp)       ((tp *)mi_heap_malloc(hp, sizeof(tp)))
+#define mi_heap_zalloc_tp(hp, tp)       ((tp *)mi_heap_zalloc(hp, sizeof(tp)))
+#define mi_heap_calloc_tp(hp, tp, n)    ((tp *)mi_heap_calloc(hp, n, sizeof(tp)))
+#define mi_heap_mallocn_tp(hp, tp, n)   ((tp *)mi_heap_mallocn(hp, n, sizeof(tp)))
+#define mi_heap_reallocn_tp(hp, p, tp, n) ((tp *)mi_heap_reallocn(hp, p, n, sizeof(tp)))
+#define mi_heap_recalloc_tp(hp, p, tp, n) ((tp *)mi_heap_recalloc(hp, p, n, sizeof(tp)))
+
 #ifdef __cplusplus
 }
+#include "mialloc-stl.h"
 #endif
 
 #endif /* MIALLOC_H */

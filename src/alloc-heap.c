@@ -186,6 +186,30 @@ static bool mia_visit_segment_list(mia_segment_t *seg, mia_visit_t *v) {
   return !stop;
 }
 
+/* Abandoned segments: the list is taken off under its lock and walked
+ * without it, so no thread adopts a segment mid-walk and the visitor may
+ * allocate; threads wanting one meanwhile find none and claim fresh ones.
+ * Then it goes back in front of what was abandoned meanwhile (the list is
+ * singly linked: prev is unused there). */
+bool mia_visit_abandoned(mi_heap_t *heap, bool visit_all_blocks, mi_block_visit_fun *visitor, void *arg) {
+  mia_segment_t **list = heap->is_main ? &heap->subproc->abandoned : &heap->abandoned;
+  int *lock = heap->is_main ? &heap->subproc->lock : &heap->lock;
+  mia_lock(lock);
+  mia_segment_t *segs = *list;
+  *list = NULL;
+  mia_unlock(lock);
+  if (segs == NULL) return true;
+  mia_visit_t v = {.heap = heap, .all = visit_all_blocks, .visitor = visitor, .arg = arg};
+  bool ok = mia_visit_segment_list(segs, &v);
+  mia_segment_t *tail = segs;
+  while (tail->next != NULL) tail = tail->next;
+  mia_lock(lock);
+  tail->next = *list;
+  *list = segs;
+  mia_unlock(lock);
+  return ok;
+}
+
 /* The heap's lists change when threads allocate: visiting is exact for a
  * heap no other thread uses meanwhile, and never crashes otherwise as long
  * as no thread exits or destroys the heap during the visit. */
@@ -213,6 +237,7 @@ mia_export bool mi_heap_visit_blocks(const mi_heap_t *cheap, bool visit_all_bloc
     if (!mia_visit_segment_list(tlds[i]->segments_full, &v)) return false;
   }
   if (!mia_visit_segment_list(heap->is_main ? heap->subproc->abandoned : heap->abandoned, &v)) return false;
+  if (heap == &mia_subproc_main.heap_main && !mia_guarded_visit(heap, visit_all_blocks, visitor, arg)) return false;
   if (more_huge) {
     /* many huge blocks: walk the list itself (the visitor must not free them) */
     for (mia_segment_t *s = heap->huge; s != NULL; s = s->next)

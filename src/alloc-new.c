@@ -50,6 +50,14 @@ static void *mia_new_retry(size_t size, size_t alignment, bool nothrow) {
   }
 }
 
+static void *mia_heap_new_retry(mi_heap_t *heap, size_t size) {
+  for (;;) {
+    void *p = mi_heap_malloc(heap, size);
+    if (p != NULL) return p;
+    if (!mia_try_new_handler(false)) return NULL;
+  }
+}
+
 mia_export void *mi_new(size_t size) {
   void *p = mi_malloc(size);
   return mia_likely(p != NULL) ? p : mia_new_retry(size, 0, false);
@@ -94,4 +102,19 @@ mia_export void *mi_new_reallocn(void *p, size_t count, size_t size) {
     return NULL;
   }
   return mi_new_realloc(p, total);
+}
+
+/* From a given heap (the heap STL allocators of mialloc-stl.h). */
+mia_export void *mi_heap_alloc_new(mi_heap_t *heap, size_t size) {
+  void *p = mi_heap_malloc(heap, size);
+  return mia_likely(p != NULL) ? p : mia_heap_new_retry(heap, size);
+}
+
+mia_export void *mi_heap_alloc_new_n(mi_heap_t *heap, size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    mia_try_new_handler(false);
+    return NULL;
+  }
+  return mi_heap_alloc_new(heap, total);
 }

@@ -164,15 +164,15 @@ static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments, bool e
 
 /* MIALLOC_RESERVE_HUGE_OS_PAGES=N: N GiB of explicit huge pages (hugetlbfs),
  * pinned: they are never purged, since giving them back would lose them. */
-bool mia_arena_reserve_huge(mia_subproc_t *sp, size_t gib) {
+mia_arena_t *mia_arena_reserve_huge(mia_subproc_t *sp, size_t gib) {
   size_t size = gib << 30;
   uint8_t *raw = mia_prim_reserve_huge_pages(size + MIA_SEGMENT_SIZE);
-  if (raw == NULL) return false;
+  if (raw == NULL) return NULL;
   uint8_t *base = (uint8_t *)(((uintptr_t)raw + MIA_SEGMENT_SIZE - 1) & ~(MIA_SEGMENT_SIZE - 1));
   mia_lock(&sp->lock);
   mia_arena_t *arena = mia_arena_register(sp, base, size / MIA_SEGMENT_SIZE, true, false);
   mia_unlock(&sp->lock);
-  return arena != NULL;
+  return arena;
 }
 
 mia_arena_t *mia_arena_reserve(mia_subproc_t *sp, size_t bytes) {
@@ -470,11 +470,28 @@ mia_export bool mi_manage_os_memory(void *start, size_t size, bool is_committed,
 }
 
 /* Explicit huge pages come in 1 GiB units here; pages is a count of them. */
-mia_export int mi_reserve_huge_os_pages_at(size_t pages, int numa_node, size_t timeout_msecs) {
+mia_export int mi_reserve_huge_os_pages_at_ex(size_t pages, int numa_node, size_t timeout_msecs, bool exclusive,
+                                              mi_arena_id_t *arena_id) {
   (void)numa_node;
   (void)timeout_msecs;
+  if (arena_id != NULL) *arena_id = 0;
   if (pages == 0) return 0;
-  return mia_arena_reserve_huge(mia_current_subproc(), pages) ? 0 : ENOMEM;
+  mia_arena_t *arena = mia_arena_reserve_huge(mia_current_subproc(), pages);
+  if (arena == NULL) return ENOMEM;
+  arena->exclusive = exclusive;
+  if (arena_id != NULL) *arena_id = arena->id;
+  return 0;
+}
+
+mia_export int mi_reserve_huge_os_pages_at(size_t pages, int numa_node, size_t timeout_msecs) {
+  return mi_reserve_huge_os_pages_at_ex(pages, numa_node, timeout_msecs, false, NULL);
+}
+
+mia_export int mi_reserve_huge_os_pages(size_t pages, double max_secs, size_t *pages_reserved) {
+  size_t msecs = max_secs > 0 ? (size_t)(max_secs * 1000.0) : 0;
+  int err = mi_reserve_huge_os_pages_at(pages, -1, msecs);
+  if (pages_reserved != NULL) *pages_reserved = err == 0 ? pages : 0;
+  return err;
 }
 
 mia_export int mi_reserve_huge_os_pages_interleave(size_t pages, size_t numa_nodes, size_t timeout_msecs) {
@@ -517,3 +534,5 @@ mia_export void mi_debug_show_arenas(bool show_inuse, bool show_abandoned, bool 
   mia_unlock(&sp->lock);
   if (n == 0) mia_message("no arenas yet\n");
 }
+
+mia_export void mi_arenas_print(void) { mi_debug_show_arenas(true, false, false); }

@@ -24,6 +24,9 @@
  * 2.4 us in one thread: the close at free and an eighth of a reopen.
  */
 #include "internal.h"
+#include "tls.h"
+
+#include <limits.h>
 
 
 #define MIA_GUARD_PAGE      4096
@@ -166,36 +169,89 @@ static bool mia_guard_add_segment(void) {
   return true;
 }
 
+/* The rate and the size window are read by every thread's slow paths
+ * while mi_heap_guarded_set_* may change them: relaxed atomics, since a
+ * draw made with the old value just comes out a little different. */
+static void mia_guarded_apply(long rate, size_t min, size_t max) {
+  if (max > MIA_GUARD_MAX_SIZE) max = MIA_GUARD_MAX_SIZE;
+  __atomic_store_n(&mia_guard_rate, rate, __ATOMIC_RELAXED);
+  __atomic_store_n(&mia_guard_min, min, __ATOMIC_RELAXED);
+  __atomic_store_n(&mia_guard_max, max, __ATOMIC_RELAXED);
+  bool on = rate > 0 && min <= max;
+  __atomic_store_n(&mia_guarded_enabled, on, __ATOMIC_RELEASE);
+  mia_sampling_update();
+  if (on)
+    mia_verbose("guarded sampling: 1 in %ld allocations of %zu..%zu bytes\n", rate, min, max);
+}
+
 void mia_guarded_init(void) {
 #if MIALLOC_GUARDED
-  mia_guard_rate = mia_option_get_fast(mi_option_guarded_sample_rate);
-  mia_guard_min = mi_option_get_size(mi_option_guarded_min);
-  mia_guard_max = mi_option_get_size(mi_option_guarded_max);
-  if (mia_guard_max > MIA_GUARD_MAX_SIZE) mia_guard_max = MIA_GUARD_MAX_SIZE;
-  if (mia_guard_rate <= 0 || mia_guard_min > mia_guard_max) return;
-  __atomic_store_n(&mia_guarded_enabled, true, __ATOMIC_RELEASE);
-  mia_sampling_update();
-  mia_verbose("guarded sampling: 1 in %ld allocations of %zu..%zu bytes\n", mia_guard_rate, mia_guard_min,
-              mia_guard_max);
+  long rate = mia_option_get_fast(mi_option_guarded_sample_rate);
+  if (rate > 0)
+    mia_guarded_apply(rate, mi_option_get_size(mi_option_guarded_min), mi_option_get_size(mi_option_guarded_max));
 #endif
+}
+
+/* Only the main heap takes guarded samples (prof.c: a destroyed
+ * first-class heap could not take its slots along), so its settings are
+ * the process's; for other heaps these calls change nothing. */
+static bool mia_guarded_heap(const mi_heap_t *heap) {
+#if MIALLOC_GUARDED
+  return heap == &mia_subproc_main.heap_main;
+#else
+  (void)heap;
+  return false;
+#endif
+}
+
+/* The calling thread's pages draw a new countdown at their next refill,
+ * so a new rate or window applies there at once rather than after the
+ * countdowns drawn under the old one (up to twice the old rate).  Other
+ * threads' pages are theirs to touch: they finish their countdowns.
+ * Pages holding blocks back for a due sample keep their state. */
+static void mia_guarded_restart(mia_theap_t *theap) {
+  if (theap == NULL || theap == &mia_theap_empty) return;
+  for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++)
+    for (mia_page_t *page = theap->pages[bin].first; page != NULL; page = page->next)
+      if (page->sample_rest == NULL) page->guard_left = -1;
+  for (mia_page_t *page = theap->full.first; page != NULL; page = page->next)
+    if (page->sample_rest == NULL) page->guard_left = -1;
+}
+
+mia_export void mi_heap_guarded_set_sample_rate(mi_heap_t *heap, size_t sample_rate, size_t seed) {
+  if (!mia_guarded_heap(heap)) return;
+  long rate = sample_rate > (size_t)LONG_MAX ? LONG_MAX : (long)sample_rate;
+  mia_guarded_apply(rate, __atomic_load_n(&mia_guard_min, __ATOMIC_RELAXED),
+                    __atomic_load_n(&mia_guard_max, __ATOMIC_RELAXED));
+  mia_theap_t *theap = mia_heap_theap(heap);
+  if (seed != 0 && theap != NULL) theap->random = mia_mix64(seed) | 1;   /* xorshift needs a non-zero state */
+  mia_guarded_restart(theap);
+}
+
+mia_export void mi_heap_guarded_set_size_bound(mi_heap_t *heap, size_t min, size_t max) {
+  if (!mia_guarded_heap(heap)) return;
+  mia_guarded_apply(__atomic_load_n(&mia_guard_rate, __ATOMIC_RELAXED), min, max);
+  mia_guarded_restart(mia_heap_theap(heap));
 }
 
 /* ---- the sampling decision (called from the streams in prof.c) ---- */
 
 bool mia_guarded_page_eligible(size_t block_size) {
-  return block_size >= mia_guard_min && block_size <= mia_guard_max + MIA_PADDING_SIZE + 128;
+  return block_size >= __atomic_load_n(&mia_guard_min, __ATOMIC_RELAXED) &&
+         block_size <= __atomic_load_n(&mia_guard_max, __ATOMIC_RELAXED) + MIA_PADDING_SIZE + 128;
 }
 
 bool mia_guarded_size_eligible(size_t size) {
   if (mia_padded()) size -= MIA_PADDING_SIZE;   /* may include the link word minimum: harmless */
-  return size >= mia_guard_min && size <= mia_guard_max;
+  return size >= __atomic_load_n(&mia_guard_min, __ATOMIC_RELAXED) &&
+         size <= __atomic_load_n(&mia_guard_max, __ATOMIC_RELAXED);
 }
 
 /* Blocks handed out before a page's next guarded sample: uniform in
  * [0, 2N-2], so the sample is on average the N-th block, and sampling
  * cannot lock onto a program's allocation pattern. */
 int32_t mia_guarded_draw(uint64_t random) {
-  uint64_t n = (uint64_t)mia_guard_rate;
+  uint64_t n = (uint64_t)__atomic_load_n(&mia_guard_rate, __ATOMIC_RELAXED);
   if (n <= 1) return 0;
   return (int32_t)(random % (2 * n - 1));
 }
@@ -329,6 +385,29 @@ size_t mia_guarded_usable(const mia_page_t *page, const void *p) {
   /* padded builds promise the size asked for, as for their other blocks */
   if (mia_padded()) end = user + gs->size[local];
   return (const uint8_t *)p >= user && (const uint8_t *)p < end ? (size_t)(end - (const uint8_t *)p) : 0;
+}
+
+/* The live guarded blocks (all the main heap's), each an area of its
+ * own.  The lock is held only to read a slot: the visitor may allocate. */
+bool mia_guarded_visit(const mi_heap_t *heap, bool all, mi_block_visit_fun *visitor, void *arg) {
+  for (size_t i = 0; i < MIA_GUARD_MAX_SEGMENTS; i++) {
+    mia_guard_seg_t *gs = __atomic_load_n(&mia_guard_segs[i], __ATOMIC_ACQUIRE);
+    if (gs == NULL) break;
+    for (size_t local = 0; local < MIA_GUARD_SLOTS; local++) {
+      mia_lock(&mia_guard_lock);
+      bool live = gs->state[local] == SLOT_LIVE;
+      size_t size = gs->size[local];
+      mia_unlock(&mia_guard_lock);
+      if (!live) continue;
+      uint8_t *p = slot_user(slot_in(gs, local), size);
+      mi_heap_area_t area = {.blocks = p, .reserved = MIA_GUARD_PAGE, .committed = MIA_GUARD_PAGE, .used = 1,
+                             .block_size = mia_padded() ? size : slot_room(size),
+                             .full_block_size = MIA_GUARD_SLOT, .heap_tag = heap->tag};
+      if (!visitor(heap, &area, NULL, 0, arg)) return false;
+      if (all && !visitor(heap, &area, p, area.block_size, arg)) return false;
+    }
+  }
+  return true;
 }
 
 /* ---- the trap ---- */

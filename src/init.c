@@ -266,6 +266,13 @@ mia_export void mi_collect(bool force) {
   mia_arenas_purge(sp, force);
 }
 
+mia_export void mi_collect_reduce(size_t target_thread_owned) {
+  (void)target_thread_owned;
+  mi_collect(true);
+}
+
+mia_export void mi_thread_set_in_threadpool(void) {}
+
 /* ---- the deferred-free callback: the program may free its own cached
  * memory when we are about to ask for more ---- */
 static mi_deferred_free_fun *_Atomic mia_deferred_fun;

@@ -362,12 +362,13 @@ void mia_arenas_purge(mia_subproc_t *sp, bool force);
 size_t mia_arena_reserved_total(void);
 mia_arena_t *mia_arena_reserve(mia_subproc_t *sp, size_t bytes);
 bool mia_arena_commits_on_demand(void);
-bool mia_arena_reserve_huge(mia_subproc_t *sp, size_t gib);
+mia_arena_t *mia_arena_reserve_huge(mia_subproc_t *sp, size_t gib);
 bool mia_arena_extend_segments(mia_segment_t *segment, size_t count, size_t extra, bool *is_zero);
 
 /* ---- heaps (heap.c) and sub-processes (subproc.c) ---- */
 mia_theap_t *mia_heap_theap_slow(mi_heap_t *heap) mia_noinline;
 void mia_heap_link_theap(mi_heap_t *heap, mia_theap_t *theap);
+bool mia_visit_abandoned(mi_heap_t *heap, bool visit_all_blocks, mi_block_visit_fun *visitor, void *arg);
 void mia_heap_unlink_theap(mia_theap_t *theap);
 void mia_thread_release_heap_theaps(mia_tld_t *ttld);
 mi_heap_t *mia_heap_of_page(const mia_page_t *page);
@@ -470,6 +471,7 @@ void mia_guarded_free(mia_page_t *page, void *p);
 size_t mia_guarded_usable(const mia_page_t *page, const void *p);
 void *mia_guarded_block_start(const mia_page_t *page, const void *p);
 void mia_guarded_init(void);
+bool mia_guarded_visit(const mi_heap_t *heap, bool all, mi_block_visit_fun *visitor, void *arg);
 bool mia_guarded_page_eligible(size_t block_size);
 bool mia_guarded_size_eligible(size_t size);
 int32_t mia_guarded_draw(uint64_t random);

@@ -72,6 +72,11 @@ static mia_option_desc_t mia_options[_mi_option_last] = {
   [mi_option_guarded_sample_seed] = {0, 0, MIA_OPT_LONG, "GUARDED_SAMPLE_SEED", 0, "seed of guarded sampling (0: random)"},
   [mi_option_show_leaks] = {0, 0, MIA_OPT_BOOL, "SHOW_LEAKS", 0, "at exit, list the blocks of the main thread still allocated"},
   [mi_option_page_thin] = {0, 0, MIA_OPT_BOOL, "PAGE_THIN", 1, "give back the free OS pages of sparse pages, keeping their live blocks (release builds)"},
+  [mi_option_visit_abandoned] = {0, 0, MIA_OPT_BOOL, "VISIT_ABANDONED", 1, "accepted for compatibility; no effect (abandoned blocks can always be visited)"},
+  [mi_option_guarded_precise] = {0, 0, MIA_OPT_BOOL, "GUARDED_PRECISE", 1, "accepted for compatibility; no effect (guarded blocks always end at their guard page)"},
+  [mi_option_target_segments_per_thread] = {0, 0, MIA_OPT_LONG, "TARGET_SEGMENTS_PER_THREAD", 0, "accepted for compatibility; no effect"},
+  [mi_option_generic_collect] = {0, 0, MIA_OPT_LONG, "GENERIC_COLLECT", 10000, "accepted for compatibility; no effect"},
+  [mi_option_allow_thp] = {0, 0, MIA_OPT_BOOL, "ALLOW_THP", 1, "accepted for compatibility; no effect (see ALLOW_LARGE_OS_PAGES)"},
 };
 
 static bool mia_streq_nocase(const char *a, const char *b) {

@@ -81,6 +81,26 @@ mia_export bool mi_subproc_visit_heaps(mi_subproc_id_t id, mi_heap_visit_fun *vi
   return true;
 }
 
+typedef struct mia_abandoned_visit_s {
+  int tag;
+  bool all;
+  mi_block_visit_fun *visitor;
+  void *arg;
+} mia_abandoned_visit_t;
+
+static bool mia_visit_heap_abandoned(mi_heap_t *heap, void *arg) {
+  mia_abandoned_visit_t *a = arg;
+  return heap->tag != a->tag || mia_visit_abandoned(heap, a->all, a->visitor, a->arg);
+}
+
+mia_export bool mi_abandoned_visit_blocks(mi_subproc_id_t id, int heap_tag, bool visit_blocks,
+                                          mi_block_visit_fun *visitor, void *arg) {
+  mia_subproc_t *sp = mia_subproc_check(id, "mi_abandoned_visit_blocks");
+  if (sp == NULL || visitor == NULL) return false;
+  mia_abandoned_visit_t a = {.tag = heap_tag, .all = visit_blocks, .visitor = visitor, .arg = arg};
+  return mi_subproc_visit_heaps(sp, mia_visit_heap_abandoned, &a);
+}
+
 mia_export void mi_subproc_destroy(mi_subproc_id_t id) {
   mia_subproc_t *sp = mia_subproc_check(id, "mi_subproc_destroy");
   if (sp == NULL) return;

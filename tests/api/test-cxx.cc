@@ -348,6 +348,75 @@ void test_new_handler() {
   std::set_new_handler(nullptr);
 }
 
+// mialloc-stl.h: allocators for the standard containers
+void test_stl_allocators() {
+  {
+    std::vector<int, mi_stl_allocator<int>> v;
+    for (int i = 0; i < 10000; i++) v.push_back(i);
+    bool values = true;
+    for (int i = 0; i < 10000; i++) values = values && v[static_cast<std::size_t>(i)] == i;
+    TAP_OK(values && ours(v.data()) && mi_heap_contains_block(mi_heap_get_default(), v.data()),
+           "mi_stl_allocator: a vector's buffer comes from the default heap");
+    std::map<int, std::string, std::less<int>, mi_stl_allocator<std::pair<const int, std::string>>> m;
+    for (int i = 0; i < 100; i++) m[i] = std::to_string(i);
+    TAP_OK(m.size() == 100 && m[42] == "42" && mi_stl_allocator<int>() == mi_stl_allocator<char>(),
+           "mi_stl_allocator rebinds for node containers; all instances compare equal");
+  }
+  {
+    mi_heap_stl_allocator<int> a;
+    std::vector<int, mi_heap_stl_allocator<int>> v(a);
+    for (int i = 0; i < 5000; i++) v.push_back(i * 3);
+    mi_heap_t *h = a.heap.get();
+    TAP_OK(h != nullptr && mi_heap_contains_block(h, v.data()) && v[4999] == 14997,
+           "mi_heap_stl_allocator: the vector's buffer is in the allocator's own heap");
+    mi_heap_stl_allocator<long> b(a);
+    mi_heap_stl_allocator<int> other;
+    TAP_OK(b.heap == a.heap && a != other, "copies share the heap; separately made allocators differ");
+    other.collect(true);
+  }
+  {
+    mi_heap_t *h = mi_heap_new();
+    {
+      mi_heap_stl_allocator<int> a(h);
+      std::vector<int, mi_heap_stl_allocator<int>> v(a);
+      v.assign(1000, 7);
+      TAP_OK(mi_heap_contains_block(h, v.data()), "mi_heap_stl_allocator(h) allocates from h");
+    }
+    void *p = mi_heap_malloc(h, 64);   // the allocator left h alive
+    TAP_OK(p != nullptr && mi_heap_contains_block(h, p), "the caller's heap outlives the allocator");
+    mi_heap_destroy(h);
+  }
+  {
+    std::vector<std::string, mi_heap_destroy_stl_allocator<std::string>> *v =
+        new std::vector<std::string, mi_heap_destroy_stl_allocator<std::string>>();
+    for (int i = 0; i < 2000; i++) v->push_back(std::string(40, 'x'));
+    mi_heap_t *h = v->get_allocator().heap.get();
+    std::size_t used = 0;
+    mi_heap_visit_blocks(
+        h, true,
+        [](const mi_heap_t *, const mi_heap_area_t *, void *block, std::size_t, void *arg) {
+          if (block != nullptr) ++*static_cast<std::size_t *>(arg);
+          return true;
+        },
+        &used);
+    // 2000 push_backs outgrow about 11 buffers; deallocate frees none of them
+    TAP_OK(used >= 10, "mi_heap_destroy_stl_allocator: outgrown buffers stay in its heap (%zu blocks)", used);
+    std::weak_ptr<mi_heap_t> w = v->get_allocator().heap;
+    delete v;
+    TAP_OK(w.expired(), "deleting the container released the last allocator copy, which destroyed the heap");
+  }
+  {
+    bool caught = false;
+    try {
+      mi_stl_allocator<Aligned64> a;
+      sink = a.allocate(v_impossible / 8);
+    } catch (const std::bad_alloc &) {
+      caught = true;
+    }
+    TAP_OK(caught, "mi_stl_allocator throws std::bad_alloc when out of memory");
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -359,5 +428,6 @@ int main() {
   test_containers();
   test_bad_alloc();
   test_new_handler();
+  test_stl_allocators();
   return tap_done();
 }
