@@ -266,6 +266,34 @@ static void do_realloc(slot_t *s, size_t size, bool zeroing) {
   if (size > old) fill(p, old, size, s->id, s->zero);
 }
 
+/* Every live slot of heap h is visited once, inside its area. */
+typedef struct {
+  int h;
+  size_t found[SLOTS];
+  const mi_heap_area_t *area;
+} visit_t;
+
+static bool visit_block(const mi_heap_t *heap, const mi_heap_area_t *area, void *block, size_t bsize, void *arg) {
+  visit_t *v = arg;
+  (void)heap;
+  if (block == NULL) return true;
+  if ((unsigned char *)block < (unsigned char *)area->blocks ||
+      (unsigned char *)block + bsize > (unsigned char *)area->blocks + area->reserved + area->full_block_size)
+    fuzz_fail("mi_heap_visit_blocks: block %p (%zu bytes) outside its area %p", block, bsize, area->blocks);
+  for (int i = 0; i < SLOTS; i++)
+    if (slots[i].p == block && slots[i].heap == v->h) v->found[i]++;
+  return true;
+}
+
+static void do_visit(int h) {
+  drain();   /* the second thread may be freeing blocks of the heap */
+  visit_t v = {.h = h};
+  if (!mi_heap_visit_blocks(heaps[h], true, visit_block, &v)) fuzz_fail("mi_heap_visit_blocks returned false");
+  for (int i = 0; i < SLOTS; i++)
+    if (slots[i].p != NULL && slots[i].heap == h && v.found[i] != 1)
+      fuzz_fail("mi_heap_visit_blocks saw live block %p of heap %d %zu times", (void *)slots[i].p, h, v.found[i]);
+}
+
 static void end_of_input(void) {
   for (int i = 0; i < SLOTS; i++) release(&slots[i]);
   drain();
@@ -284,7 +312,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int h;
   if (trace < 0) trace = getenv("FUZZ_API_TRACE") != NULL;
   while (in.i < in.n) {
-    unsigned op = u8(&in) % 20;
+    unsigned op = u8(&in) % 23;
     slot_t *s = get_slot(&in);
     if (trace)
       fprintf(stderr, "op %u slot %d (%p, %zu bytes, align %zu, heap %d%s)\n", op, (int)(s - slots),
@@ -383,6 +411,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       break;
     case 19:                                            /* collect */
       mi_collect((u8(&in) & 7) == 0);
+      break;
+    case 20: {                                          /* u-family: the usable size reported */
+      size_t n = get_size(&in), bs = 0;
+      bool z = u8(&in) & 1;
+      release(s);
+      born(s, z ? mi_ucalloc(1, n, &bs) : mi_umalloc(n, &bs), n, 1, NO_HEAP, z, z ? "mi_ucalloc" : "mi_umalloc");
+      if (bs != mi_usable_size(s->p)) fuzz_fail("mi_umalloc(%zu) reported %zu, usable %zu", n, bs, mi_usable_size(s->p));
+      break;
+    }
+    case 21: {                                          /* aligned recalloc (CRT name) */
+      size_t count = u8(&in) % 17 + 1, n = get_size(&in) / 16 + 1, a = get_align(&in);
+      if (s->p != NULL) release(s);
+      born(s, mi_aligned_recalloc(NULL, count, n, a), count * n, a, NO_HEAP, true, "mi_aligned_recalloc");
+      break;
+    }
+    case 22:                                            /* visit a heap */
+      (void)get_heap(&in, &h);
+      do_visit(h);
       break;
     }
   }

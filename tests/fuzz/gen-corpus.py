@@ -10,7 +10,8 @@ import struct
 
 OP = dict(malloc=0, calloc=3, zalloc=4, realloc=5, rezalloc=7, free=8, free_size=10,
           aligned=11, usable=12, heap_malloc=13, heap_calloc=14, handoff=15,
-          heap_destroy=16, heap_delete=17, heap_new=18, collect=19)
+          heap_destroy=16, heap_delete=17, heap_new=18, collect=19,
+          umalloc=20, aligned_recalloc=21, heap_visit=22)
 
 
 def size(n):
@@ -53,6 +54,11 @@ seeds['heaps'] = op('heap_new', 0, b(1)) + \
 seeds['handoff'] = b''.join(op('malloc', i, size(48 + i)) + op('handoff', i) for i in range(40)) + \
     b''.join(op('heap_malloc', i, size(200), b(3)) + op('handoff', i) for i in range(10)) + \
     op('heap_destroy', 0, b(3))
+seeds['compat'] = b''.join(op('umalloc', i, size(40 * i + 3), b(i & 1)) for i in range(8)) + \
+    b''.join(op('aligned_recalloc', 8 + i, b(i), size(64 * i + 16), b(i % 13)) for i in range(6)) + \
+    b''.join(op('heap_malloc', 20 + i, size(24 * i + 8), b(2)) for i in range(10)) + \
+    op('handoff', 21) + op('heap_visit', 0, b(2)) + op('free', 22) + op('heap_visit', 0, b(2)) + \
+    op('heap_delete', 0, b(2)) + op('heap_visit', 0, b(1))
 seeds['huge-collect'] = op('malloc', 0, size(1500000)) + op('malloc', 1, size(2000000)) + \
     op('handoff', 0) + op('collect', 0, b(0)) + op('realloc', 1, size(100)) + op('collect', 0, b(1))
 seeds['mixed'] = b''.join(
