@@ -11,7 +11,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define MI_MALLOC_VERSION 10   /* 0.1.0 encoded as major*100 + minor*10 + patch */
+/* The reference allocator's API level this header follows (mimalloc 2.2,
+ * encoded as it encodes its versions: major*100 + minor*10 + patch), so
+ * that code written for it and testing the macro takes the branches that
+ * match what is declared here.  mi_version() returns the same number. */
+#define MI_MALLOC_VERSION 220
+
+/* mialloc's own version. */
+#define MIALLOC_VERSION_MAJOR 0
+#define MIALLOC_VERSION_MINOR 1
+#define MIALLOC_VERSION_PATCH 0
 
 #ifdef __cplusplus
 extern "C" {

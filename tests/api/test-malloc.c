@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <mialloc.h>
+#include "config.h"
 #include "../tap.h"
 
 #include <errno.h>
@@ -102,6 +103,10 @@ extern void cfree(void *p);
 static void test_identity(void) {
   TAP_OK(mi_version() == MI_MALLOC_VERSION, "mi_version() == MI_MALLOC_VERSION (%d, got %d)",
          MI_MALLOC_VERSION, mi_version());
+  /* the header's own version macros follow configure's version */
+  char own[32];
+  snprintf(own, sizeof own, "%d.%d.%d", MIALLOC_VERSION_MAJOR, MIALLOC_VERSION_MINOR, MIALLOC_VERSION_PATCH);
+  TAP_OK(strcmp(own, PACKAGE_VERSION) == 0, "MIALLOC_VERSION_* say %s, the package is %s", own, PACKAGE_VERSION);
   TAP_OK(mi_is_redirected(), "mi_is_redirected(): malloc of this program is mialloc's");
 
   void *p = malloc(100);
