@@ -224,7 +224,8 @@ mia_export void mi_heap_guarded_set_sample_rate(mi_heap_t *heap, size_t sample_r
   mia_guarded_apply(rate, __atomic_load_n(&mia_guard_min, __ATOMIC_RELAXED),
                     __atomic_load_n(&mia_guard_max, __ATOMIC_RELAXED));
   mia_theap_t *theap = mia_heap_theap(heap);
-  if (seed != 0 && theap != NULL) theap->random = mia_mix64(seed) | 1;   /* xorshift needs a non-zero state */
+  if (theap == NULL || theap == &mia_theap_empty) return;
+  if (seed != 0) theap->random = mia_mix64(seed) | 1;   /* xorshift needs a non-zero state */
   mia_guarded_restart(theap);
 }
 
