@@ -207,3 +207,28 @@ AC_DEFUN([MIALLOC_PROBE_PROF_CFI_WALK], [
     mialloc_prof_unwinder="own CFI walk, else $mialloc_prof_unwinder"
     AC_DEFINE([MIALLOC_PROF_CFI_UNWIND], [1], [libmialloc-prof walks the x86-64 CFI with a process-wide cache])])
 ])
+
+# MIALLOC_PROBE_CLANG_DWARF: whether clang's debug info should be DWARF 4.
+#
+# Valgrind before 3.20 (Debian 12 ships 3.19) cannot read the DWARF 5 that
+# clang emits by default: it gives up on the whole library ("Possibly
+# corrupted debuginfo file"), so memcheck cannot replace mialloc's malloc in
+# a preloaded program and reports nothing.  gcc's DWARF 5 reads fine.  With
+# clang, and debug info asked for, -gdwarf-4 keeps Valgrind working.
+AC_DEFUN([MIALLOC_PROBE_CLANG_DWARF], [
+  AC_MSG_CHECKING([whether debug info needs -gdwarf-4 for Valgrind (clang)])
+  AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[
+#ifndef __clang__
+#error not clang
+#endif
+]], [[return 0;]])], [mialloc_is_clang=yes], [mialloc_is_clang=no])
+  mialloc_dwarf4=no
+  AS_CASE([" $CFLAGS "], [*" -g "*|*" -g3 "*|*" -ggdb "*], [
+    AS_IF([test "x$mialloc_is_clang" = xyes], [
+      save_CFLAGS=$CFLAGS
+      CFLAGS="$CFLAGS -Werror -gdwarf-4"
+      AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[]], [[return 0;]])], [mialloc_dwarf4=yes])
+      CFLAGS=$save_CFLAGS])])
+  AS_IF([test "x$mialloc_dwarf4" = xyes], [MIALLOC_CFLAGS="$MIALLOC_CFLAGS -gdwarf-4"])
+  AC_MSG_RESULT([$mialloc_dwarf4])
+])
