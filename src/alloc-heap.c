@@ -193,7 +193,7 @@ static bool mia_visit_segment_list(mia_segment_t *seg, mia_visit_t *v) {
  * singly linked: prev is unused there). */
 bool mia_visit_abandoned(mi_heap_t *heap, bool visit_all_blocks, mi_block_visit_fun *visitor, void *arg) {
   mia_segment_t **list = heap->is_main ? &heap->subproc->abandoned : &heap->abandoned;
-  int *lock = heap->is_main ? &heap->subproc->lock : &heap->lock;
+  mia_lock_t *lock = heap->is_main ? &heap->subproc->lock : &heap->lock;
   mia_lock(lock);
   mia_segment_t *segs = *list;
   *list = NULL;

@@ -55,7 +55,7 @@ typedef struct mia_guard_seg_s {
 } mia_guard_seg_t;
 
 bool mia_guarded_enabled;
-static int mia_guard_lock;
+static mia_lock_t mia_guard_lock;
 static mia_guard_seg_t *mia_guard_segs[MIA_GUARD_MAX_SEGMENTS];
 static size_t mia_guard_seg_count;
 static uint32_t mia_guard_cursor;   /* global index of the next slot to look at */
@@ -95,6 +95,8 @@ static bool slot_of(const mia_page_t *page, const void *p, mia_guard_seg_t **gs_
   }
   return false;
 }
+
+void mia_guarded_fork(mia_fork_step_t step) { mia_lock_fork(&mia_guard_lock, step); }
 
 /* ---- set-up ---- */
 

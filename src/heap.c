@@ -14,7 +14,7 @@
 /* ---- heap structs: from a metadata pool, never unmapped, so a thread
  * that raced with a destroy can still read a stale heap's lock word ---- */
 
-static int mia_heap_pool_lock;
+static mia_lock_t mia_heap_pool_lock;
 static mi_heap_t *mia_heap_pool;
 static uint8_t *mia_heap_chunk;
 static size_t mia_heap_chunk_left;
@@ -48,10 +48,10 @@ static void mia_heap_struct_free(mi_heap_t *heap) {
   mia_unlock(&mia_heap_pool_lock);
 }
 
-void mia_heaps_fork_prepare(void) { mia_lock(&mia_heap_pool_lock); }
+void mia_heaps_fork_prepare(void) { mia_lock_fork_prepare(&mia_heap_pool_lock); }
 void mia_heaps_fork_release(bool child) {
-  if (child) mia_heap_pool_lock = 0;
-  else mia_unlock(&mia_heap_pool_lock);
+  if (child) mia_lock_fork_child(&mia_heap_pool_lock);
+  else mia_lock_fork_parent(&mia_heap_pool_lock);
 }
 
 /* ---- the heap's list of theaps ---- */

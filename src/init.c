@@ -42,7 +42,7 @@ typedef struct mia_thread_data_s {
   mia_theap_t theap;
 } mia_thread_data_t;
 
-static int mia_td_lock;
+static mia_lock_t mia_td_lock;
 static mia_tld_t *mia_td_free;
 static uint8_t *mia_td_chunk;
 static size_t mia_td_chunk_left;
@@ -86,19 +86,30 @@ static void mia_thread_done_cb(void *value);
 
 /* ---- process ---- */
 
+/* Every lock is taken around fork, so that none is held in the child by
+ * a thread that does not exist there (see mia_lock_fork_prepare for the
+ * one exception).  In the order the allocator nests them: thread
+ * teardown, the guarded slots (whose new slot segments come from the
+ * arenas), heaps and arenas, then the page map (arena work updates it). */
 static void mia_fork_prepare(void) {
-  mia_lock(&mia_td_lock);
+  mia_lock_fork_prepare(&mia_td_lock);
+  mia_guarded_fork(MIA_FORK_PREPARE);
   mia_subprocs_fork_prepare();
+  mia_pagemap_fork(MIA_FORK_PREPARE);
 }
 
 static void mia_fork_parent(void) {
+  mia_pagemap_fork(MIA_FORK_PARENT);
   mia_subprocs_fork_parent();
-  mia_unlock(&mia_td_lock);
+  mia_guarded_fork(MIA_FORK_PARENT);
+  mia_lock_fork_parent(&mia_td_lock);
 }
 
 static void mia_fork_child(void) {
+  mia_pagemap_fork(MIA_FORK_CHILD);
   mia_subprocs_fork_child();
-  mia_td_lock = 0;
+  mia_guarded_fork(MIA_FORK_CHILD);
+  mia_lock_fork_child(&mia_td_lock);
   mia_purge_fork_child();
 }
 

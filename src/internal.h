@@ -36,8 +36,19 @@ void mia_assert_fail(const char *expr, const char *file, int line, const char *f
     __attribute__((noreturn, cold, noinline));
 
 /* ---- locks: a futex word, usable before init and taken around fork ---- */
-void mia_lock(int *lock);
-void mia_unlock(int *lock);
+void mia_lock(mia_lock_t *lock);
+void mia_unlock(mia_lock_t *lock);
+/* Around fork: prepare takes the lock unless the forking thread holds it
+ * already; parent releases what prepare took; child makes the lock free
+ * again, except one the forking thread held (its interrupted holder may
+ * still finish and release it in the child). */
+void mia_lock_fork_prepare(mia_lock_t *lock);
+void mia_lock_fork_parent(mia_lock_t *lock);
+void mia_lock_fork_child(mia_lock_t *lock);
+typedef enum { MIA_FORK_PREPARE, MIA_FORK_PARENT, MIA_FORK_CHILD } mia_fork_step_t;
+void mia_lock_fork(mia_lock_t *lock, mia_fork_step_t step);
+void mia_guarded_fork(mia_fork_step_t step);
+void mia_pagemap_fork(mia_fork_step_t step);
 
 /* ---- output and errors (output.c) ---- */
 void mia_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -326,7 +337,7 @@ void *mia_malloc_huge(mia_theap_t *theap, size_t size, bool zero);
 void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) mia_noinline;
 void mia_page_retire(mia_page_t *page) mia_noinline;
 void mia_theap_collect(mia_theap_t *theap, bool force);
-void mia_theap_abandon_to(mia_theap_t *theap, mia_segment_t **list, int *lock);
+void mia_theap_abandon_to(mia_theap_t *theap, mia_segment_t **list, mia_lock_t *lock);
 void mia_theap_destroy_pages(mia_theap_t *theap);
 void mia_theap_reset_queues(mia_theap_t *theap);
 void mia_theap_queue_page(mia_theap_t *theap, mia_page_t *page);
@@ -347,7 +358,7 @@ void mia_segment_visit_pages(mia_segment_t *seg, bool (*fun)(mia_page_t *page, v
 bool mia_huge_page_grow(mia_page_t *page, size_t newsize);
 void mia_huge_page_shrink(mia_page_t *page, size_t newsize);
 void mia_segments_purge(mia_tld_t *tld, bool force);
-void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, int *lock);
+void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock);
 bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out);
 
 /* ---- arenas (arena.c) ---- */

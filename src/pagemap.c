@@ -15,7 +15,9 @@
 static mia_page_t *mia_pagemap_empty_leaf[MIA_MAP_LEAF_COUNT];
 mia_page_t **mia_pagemap_top[MIA_MAP_TOP_COUNT] = {
     [0 ... MIA_MAP_TOP_COUNT - 1] = mia_pagemap_empty_leaf};
-static int mia_pagemap_lock;
+static mia_lock_t mia_pagemap_lock;
+
+void mia_pagemap_fork(mia_fork_step_t step) { mia_lock_fork(&mia_pagemap_lock, step); }
 
 #define MIA_LEAF_BYTES (MIA_MAP_LEAF_COUNT * sizeof(mia_page_t *))
 

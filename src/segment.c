@@ -417,7 +417,7 @@ static mia_page_t *mia_segment_next_page(mia_segment_t *seg, size_t *idx) {
 /* The exiting thread's theap has already given back its empty pages; what
  * is left holds live blocks.  Unowned pages (free_key 0) send every free to
  * the atomic thread_free list until another thread reclaims the segment. */
-void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, int *lock) {
+void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock) {
   mia_subproc_t *sp = tld->subproc;
   /* on the sub-process's list the blocks belong to its main heap; on a
    * heap's own list (lock held by the caller) they stay with that heap */

@@ -9,7 +9,7 @@
 #include "tls.h"
 
 /* Every sub-process but the main one, for fork and for id checks. */
-static int mia_subprocs_lock;
+static mia_lock_t mia_subprocs_lock;
 static mia_subproc_t *mia_subprocs;
 
 static mia_subproc_t *mia_subproc_check(mi_subproc_id_t id, const char *what) {
@@ -132,29 +132,23 @@ mia_export void mi_subproc_delete(mi_subproc_id_t id) { mi_subproc_destroy(id); 
  * child, so the parent takes them all around fork ---- */
 
 static void mia_subproc_lock_all(mia_subproc_t *sp) {
-  mia_lock(&sp->heaps_lock);
-  for (mi_heap_t *h = sp->heaps; h != NULL; h = h->next) mia_lock(&h->lock);
-  mia_lock(&sp->heap_main.lock);
-  mia_lock(&sp->lock);
+  mia_lock_fork_prepare(&sp->heaps_lock);
+  for (mi_heap_t *h = sp->heaps; h != NULL; h = h->next) mia_lock_fork_prepare(&h->lock);
+  mia_lock_fork_prepare(&sp->heap_main.lock);
+  mia_lock_fork_prepare(&sp->lock);
 }
 
 static void mia_subproc_unlock_all(mia_subproc_t *sp, bool child) {
-  if (child) {
-    sp->lock = 0;
-    sp->heap_main.lock = 0;
-    for (mi_heap_t *h = sp->heaps; h != NULL; h = h->next) h->lock = 0;
-    sp->heaps_lock = 0;
-    return;
-  }
-  mia_unlock(&sp->lock);
-  mia_unlock(&sp->heap_main.lock);
-  for (mi_heap_t *h = sp->heaps; h != NULL; h = h->next) mia_unlock(&h->lock);
-  mia_unlock(&sp->heaps_lock);
+  void (*release)(mia_lock_t *) = child ? mia_lock_fork_child : mia_lock_fork_parent;
+  release(&sp->lock);
+  release(&sp->heap_main.lock);
+  for (mi_heap_t *h = sp->heaps; h != NULL; h = h->next) release(&h->lock);
+  release(&sp->heaps_lock);
 }
 
 void mia_subprocs_fork_prepare(void) {
   mia_heaps_fork_prepare();
-  mia_lock(&mia_subprocs_lock);
+  mia_lock_fork_prepare(&mia_subprocs_lock);
   mia_subproc_lock_all(&mia_subproc_main);
   for (mia_subproc_t *sp = mia_subprocs; sp != NULL; sp = sp->next) mia_subproc_lock_all(sp);
 }
@@ -162,8 +156,8 @@ void mia_subprocs_fork_prepare(void) {
 static void mia_subprocs_fork_release(bool child) {
   for (mia_subproc_t *sp = mia_subprocs; sp != NULL; sp = sp->next) mia_subproc_unlock_all(sp, child);
   mia_subproc_unlock_all(&mia_subproc_main, child);
-  if (child) mia_subprocs_lock = 0;
-  else mia_unlock(&mia_subprocs_lock);
+  if (child) mia_lock_fork_child(&mia_subprocs_lock);
+  else mia_lock_fork_parent(&mia_subprocs_lock);
   mia_heaps_fork_release(child);
 }
 

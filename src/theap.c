@@ -301,7 +301,7 @@ void mia_theap_collect(mia_theap_t *theap, bool force) {
 /* Thread exit (or the end of a heap part): give back every empty page,
  * then leave the rest (pages with live blocks) on the given abandoned list,
  * to be reclaimed by other threads or destroyed with their heap. */
-void mia_theap_abandon_to(mia_theap_t *theap, mia_segment_t **list, int *lock) {
+void mia_theap_abandon_to(mia_theap_t *theap, mia_segment_t **list, mia_lock_t *lock) {
   /* no purge here: a program starting threads over and over would fault
    * the same memory in again each time; the arenas purge it on time */
   mia_theap_free_empty_pages(theap, true);

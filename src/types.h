@@ -20,6 +20,14 @@
 #include "config.h"
 #include "mialloc.h"
 
+/* A futex lock for the rare paths (lock.c).  The word holds the holder's
+ * thread id (the thread pointer: 8-byte aligned, so the low bits are free)
+ * with bit 0 set while held and bit 1 while others wait; 0 when free. */
+typedef struct mia_lock_s {
+  uintptr_t word;
+  bool fork_skipped;              /* fork_prepare found it held by the forking thread */
+} mia_lock_t;
+
 #define MIA_WORD_SIZE        8
 #define MIA_SLICE_SHIFT      16
 #define MIA_SLICE_SIZE       ((size_t)1 << MIA_SLICE_SHIFT)       /* 64 KiB */
@@ -232,7 +240,7 @@ struct mia_theap_s {
 struct mi_heap_s {
   mia_subproc_t *subproc;
   mia_arena_t *arena;             /* exclusive arena, or NULL */
-  int lock;                       /* guards theaps, abandoned, huge */
+  mia_lock_t lock;                /* guards theaps, abandoned, huge */
   mia_theap_t *theaps;            /* every thread's part */
   mia_segment_t *abandoned;       /* parts of exited threads (first-class heaps) */
   mia_segment_t *huge;            /* live huge spans */
@@ -253,11 +261,11 @@ typedef struct mia_prof_s {
 } mia_prof_t;
 
 struct mia_subproc_s {
-  int lock;                       /* guards arenas, abandoned list */
+  mia_lock_t lock;                /* guards arenas, abandoned list */
   mia_arena_t *arenas;
   mia_segment_t *abandoned;
   size_t arena_count;
-  int heaps_lock;                 /* guards heaps */
+  mia_lock_t heaps_lock;          /* guards heaps */
   mi_heap_t *heaps;               /* first-class heaps */
   mi_heap_t heap_main;
   mia_prof_t prof;

@@ -1,10 +1,16 @@
 /* test-fork.c -- fork in a multi-threaded program while other threads are
  * inside the allocator (including its locks: huge allocations and new
- * segments take the arena lock).  The child must be able to allocate. */
+ * segments take the arena lock, guarded sampling its slot lock).  The
+ * child must be able to allocate.  And fork from a signal handler that
+ * interrupted the thread inside the allocator, holding a lock: the fork
+ * must not wait for it. */
 #include "mialloc.h"
 #include "../tap.h"
 
 #include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/time.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,11 +32,12 @@ static void *churn(void *arg) {
   return NULL;
 }
 
-int main(void) {
+/* fork amid threads churning blocks; every child must allocate */
+static int fork_amid_churn(int forks) {
   pthread_t t[4];
+  atomic_store(&stop, 0);
   for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, churn, (void *)(uintptr_t)(i % 2));
   int ok = 0;
-  const int forks = 100;
   for (int i = 0; i < forks; i++) {
     pid_t pid = fork();
     if (pid == 0) {
@@ -47,6 +54,71 @@ int main(void) {
   }
   atomic_store(&stop, 1);
   for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  return ok;
+}
+
+/* ---- fork from a signal handler ---- */
+
+static volatile sig_atomic_t handler_forks;
+
+static void fork_in_handler(int sig) {
+  (void)sig;
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);   /* only async-signal-safe calls in this child */
+  if (pid > 0) {
+    waitpid(pid, NULL, 0);
+    handler_forks++;
+  }
+}
+
+/* Huge blocks take the arena lock on every malloc and free, so the
+ * profiling timer's signal often lands while it is held. */
+static void signal_fork_scenario(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = fork_in_handler;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGPROF, &sa, NULL);
+  struct itimerval it = {{0, 500}, {0, 500}};
+  setitimer(ITIMER_PROF, &it, NULL);
+  void *keep[8] = {0};
+  for (unsigned long n = 0; handler_forks < 400; n++) {
+    free(keep[n % 8]);
+    keep[n % 8] = malloc((n % 3 == 0 ? 5u << 20 : 64 + n % 3000));
+  }
+  struct itimerval off = {{0, 0}, {0, 0}};
+  setitimer(ITIMER_PROF, &off, NULL);
+  _exit(0);
+}
+
+/* Runs the scenario in a child, so that a deadlock is a failure, not a hang. */
+static bool signal_fork_finishes(void) {
+  pid_t pid = fork();
+  if (pid == 0) signal_fork_scenario();
+  for (int waited = 0; waited < 300; waited++) {   /* 30 s */
+    int status;
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    usleep(100 * 1000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  return false;
+}
+
+int main(void) {
+  const int forks = 100;
+  int ok = fork_amid_churn(forks);
   TAP_OK(ok == forks, "%d of %d children forked amid allocating threads could allocate", ok, forks);
+
+  /* every small block a guarded sample: the threads hold the slot lock
+   * much of the time (no effect in builds without guarded sampling) */
+  mi_heap_guarded_set_size_bound(mi_heap_main(), 16, 4080);
+  mi_heap_guarded_set_sample_rate(mi_heap_main(), 1, 0);
+  ok = fork_amid_churn(50);
+  mi_heap_guarded_set_sample_rate(mi_heap_main(), 0, 0);
+  TAP_OK(ok == 50, "%d of 50 children forked amid threads taking guarded samples could allocate", ok);
+
+  TAP_OK(signal_fork_finishes(),
+         "400 forks from a signal handler that interrupts allocations holding the arena lock: no deadlock");
   return tap_done();
 }
