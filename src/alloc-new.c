@@ -42,49 +42,47 @@ static bool mia_try_new_handler(bool nothrow) {
   return true;
 }
 
-static void *mia_new_retry(size_t size, size_t alignment, bool nothrow) {
+/* heap NULL: the calling thread's default heap */
+static void *mia_new_retry(mi_heap_t *heap, size_t size, size_t alignment, bool nothrow) {
   for (;;) {
-    void *p = alignment == 0 ? mi_malloc(size) : mi_malloc_aligned(size, alignment);
+    void *p = heap != NULL ? mi_heap_malloc(heap, size)
+              : alignment == 0 ? mi_malloc(size) : mi_malloc_aligned(size, alignment);
     if (p != NULL) return p;
     if (!mia_try_new_handler(nothrow)) return NULL;
   }
 }
 
-static void *mia_heap_new_retry(mi_heap_t *heap, size_t size) {
-  for (;;) {
-    void *p = mi_heap_malloc(heap, size);
-    if (p != NULL) return p;
-    if (!mia_try_new_handler(false)) return NULL;
-  }
+/* count * size; on overflow the new-handler protocol runs once (and
+ * throws without a handler) and the caller returns NULL */
+static bool mia_new_total(size_t count, size_t size, size_t *total) {
+  if (!__builtin_mul_overflow(count, size, total)) return true;
+  mia_try_new_handler(false);
+  return false;
 }
 
 mia_export void *mi_new(size_t size) {
   void *p = mi_malloc(size);
-  return mia_likely(p != NULL) ? p : mia_new_retry(size, 0, false);
+  return mia_likely(p != NULL) ? p : mia_new_retry(NULL, size, 0, false);
 }
 
 mia_export void *mi_new_nothrow(size_t size) {
   void *p = mi_malloc(size);
-  return mia_likely(p != NULL) ? p : mia_new_retry(size, 0, true);
+  return mia_likely(p != NULL) ? p : mia_new_retry(NULL, size, 0, true);
 }
 
 mia_export void *mi_new_aligned(size_t size, size_t alignment) {
   void *p = mi_malloc_aligned(size, alignment);
-  return mia_likely(p != NULL) ? p : mia_new_retry(size, alignment, false);
+  return mia_likely(p != NULL) ? p : mia_new_retry(NULL, size, alignment, false);
 }
 
 mia_export void *mi_new_aligned_nothrow(size_t size, size_t alignment) {
   void *p = mi_malloc_aligned(size, alignment);
-  return mia_likely(p != NULL) ? p : mia_new_retry(size, alignment, true);
+  return mia_likely(p != NULL) ? p : mia_new_retry(NULL, size, alignment, true);
 }
 
 mia_export void *mi_new_n(size_t count, size_t size) {
   size_t total;
-  if (__builtin_mul_overflow(count, size, &total)) {
-    mia_try_new_handler(false);
-    return NULL;
-  }
-  return mi_new(total);
+  return mia_new_total(count, size, &total) ? mi_new(total) : NULL;
 }
 
 mia_export void *mi_new_realloc(void *p, size_t newsize) {
@@ -97,24 +95,16 @@ mia_export void *mi_new_realloc(void *p, size_t newsize) {
 
 mia_export void *mi_new_reallocn(void *p, size_t count, size_t size) {
   size_t total;
-  if (__builtin_mul_overflow(count, size, &total)) {
-    mia_try_new_handler(false);
-    return NULL;
-  }
-  return mi_new_realloc(p, total);
+  return mia_new_total(count, size, &total) ? mi_new_realloc(p, total) : NULL;
 }
 
 /* From a given heap (the heap STL allocators of mialloc-stl.h). */
 mia_export void *mi_heap_alloc_new(mi_heap_t *heap, size_t size) {
   void *p = mi_heap_malloc(heap, size);
-  return mia_likely(p != NULL) ? p : mia_heap_new_retry(heap, size);
+  return mia_likely(p != NULL) ? p : mia_new_retry(heap, size, 0, false);
 }
 
 mia_export void *mi_heap_alloc_new_n(mi_heap_t *heap, size_t count, size_t size) {
   size_t total;
-  if (__builtin_mul_overflow(count, size, &total)) {
-    mia_try_new_handler(false);
-    return NULL;
-  }
-  return mi_heap_alloc_new(heap, total);
+  return mia_new_total(count, size, &total) ? mi_heap_alloc_new(heap, total) : NULL;
 }

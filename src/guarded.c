@@ -211,13 +211,15 @@ static bool mia_guarded_heap(const mi_heap_t *heap) {
  * countdowns drawn under the old one (up to twice the old rate).  Other
  * threads' pages are theirs to touch: they finish their countdowns.
  * Pages holding blocks back for a due sample keep their state. */
+static void mia_guarded_restart_queue(mia_page_t *page) {
+  for (; page != NULL; page = page->next)
+    if (page->sample_rest == NULL) page->guard_left = -1;
+}
+
 static void mia_guarded_restart(mia_theap_t *theap) {
   if (theap == NULL || theap == &mia_theap_empty) return;
-  for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++)
-    for (mia_page_t *page = theap->pages[bin].first; page != NULL; page = page->next)
-      if (page->sample_rest == NULL) page->guard_left = -1;
-  for (mia_page_t *page = theap->full.first; page != NULL; page = page->next)
-    if (page->sample_rest == NULL) page->guard_left = -1;
+  for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++) mia_guarded_restart_queue(theap->pages[bin].first);
+  mia_guarded_restart_queue(theap->full.first);
 }
 
 mia_export void mi_heap_guarded_set_sample_rate(mi_heap_t *heap, size_t sample_rate, size_t seed) {
