@@ -289,6 +289,17 @@ static mia_arena_t *mia_arena_of(mia_subproc_t *sp, const void *p) {
   return NULL;
 }
 
+/* Whether a heap may take this segment's memory: its exclusive arena's
+ * (only) if it has one, else that of any arena that is not exclusive, as
+ * mia_arena_alloc_segments chooses. */
+bool mia_arena_serves(mia_subproc_t *sp, const void *segment, const mia_arena_t *only) {
+  mia_lock(&sp->lock);
+  mia_arena_t *arena = mia_arena_of(sp, segment);
+  bool fits = only != NULL ? arena == only : arena != NULL && !arena->exclusive;
+  mia_unlock(&sp->lock);
+  return fits;
+}
+
 /* guards: the guards the last of the segments leaves set, for the next
  * user (the others have none). */
 void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count, uint64_t guards) {

@@ -273,6 +273,9 @@ mia_export void mi_collect(bool force) {
     while (sp->abandoned != NULL && mia_segment_reclaim_one(theap->tld, &seg)) {
     }
     mia_theap_collect(theap, true);
+  } else if (force) {
+    /* another heap may still give back the ones emptied since */
+    mia_segments_reclaim_empty(theap->tld, PTRDIFF_MAX);
   }
   mia_arenas_purge(sp, force);
 }

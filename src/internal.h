@@ -240,6 +240,7 @@ static inline void mia_block_set_next(const mia_page_t *page, mia_block_t *b, mi
 /* ---- pages (page.c) ---- */
 void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zero);
 void mia_page_collect(mia_page_t *page);
+bool mia_page_collect_unowned(mia_page_t *page);
 /* Blocks to hand out now: the free list, or the blocks a sampling stream
  * holds back until its sample is taken (they are free all the same: a
  * page holding them must not be parked as full, or left there). */
@@ -360,10 +361,12 @@ void mia_huge_page_shrink(mia_page_t *page, size_t newsize);
 void mia_segments_purge(mia_tld_t *tld, bool force);
 void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock);
 bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out);
+mia_segment_t *mia_segments_reclaim_empty(mia_tld_t *tld, long max);
 
 /* ---- arenas (arena.c) ---- */
 /* guard bits of a segment as the arena keeps them (arena.c) */
 #define MIA_GUARD_LAST_SLICE ((uint64_t)1 << (MIA_SEGMENT_SLICES - 1))   /* also a huge span's end */
+bool mia_arena_serves(mia_subproc_t *sp, const void *segment, const mia_arena_t *only);
 mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, size_t count, bool *is_zero,
                                         uint64_t keep, uint64_t *guards);
 mia_arena_t *mia_arena_by_id(mia_subproc_t *sp, int id);

@@ -146,27 +146,38 @@ void *mia_page_pop_bad_link(mia_page_t *page, bool zero) {
   return mia_page_pop_finish(page, block, zero);
 }
 
+/* Move the blocks other threads freed to local_free; how many there were. */
+static uint32_t mia_page_take_thread_free(mia_page_t *page) {
+  if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) == 0) return 0;
+  mia_block_t *head = (mia_block_t *)atomic_exchange_explicit(&page->thread_free, 0, memory_order_acquire);
+  if (head == NULL) return 0;
+  uint32_t n = 1;
+  mia_block_t *tail = head;
+  for (mia_block_t *next; (next = mia_block_next(page, tail)) != NULL; tail = next) n++;
+  mia_block_set_next(page, tail, page->local_free);
+  page->local_free = head;
+  mia_assert(n <= page->used);   /* more blocks came back than were out */
+  page->used -= n;
+  return n;
+}
+
+/* An abandoned page, held alone by the caller but owned by no thread: take
+ * in its remote frees and say whether a block of it is still live.  Its
+ * flags stay as they are: they live in the owner's free_key too, and the
+ * next owner sets them. */
+bool mia_page_collect_unowned(mia_page_t *page) {
+  mia_page_take_thread_free(page);
+  return page->used == 0;
+}
+
 /* Take the blocks other threads freed, then refill free from local_free. */
 void mia_page_collect(mia_page_t *page) {
-  if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) != 0) {
-    mia_block_t *head = (mia_block_t *)atomic_exchange_explicit(&page->thread_free, 0,
-                                                                memory_order_acquire);
-    if (head != NULL) {
-      uint32_t n = 1;
-      mia_block_t *tail = head;
-      for (mia_block_t *next; (next = mia_block_next(page, tail)) != NULL; tail = next) n++;
-      mia_block_set_next(page, tail, page->local_free);
-      page->local_free = head;
-      mia_assert(n <= page->used);   /* more blocks came back than were out */
-      page->used -= n;
-      /* other threads may have freed the page's last sampled block: its
-       * frees can skip the sample check again (only the owner, here,
-       * changes the flags; a new sample comes from the owner too) */
-      if (mia_unlikely(page->flags & MIA_PAGE_HAS_SAMPLED) &&
-          atomic_load_explicit(&page->sampled_live, memory_order_acquire) == 0)
-        mia_page_set_flag(page, MIA_PAGE_HAS_SAMPLED, false);
-    }
-  }
+  /* other threads may have freed the page's last sampled block: its frees
+   * can skip the sample check again (only the owner, here, changes the
+   * flags; a new sample comes from the owner too) */
+  if (mia_page_take_thread_free(page) != 0 && mia_unlikely(page->flags & MIA_PAGE_HAS_SAMPLED) &&
+      atomic_load_explicit(&page->sampled_live, memory_order_acquire) == 0)
+    mia_page_set_flag(page, MIA_PAGE_HAS_SAMPLED, false);
   if (page->free != NULL) return;
   if (mia_unlikely(page->sample_rest != NULL)) {
     /* a sample is due here: the slow path takes it (mia_prof_page_due),

@@ -98,10 +98,16 @@ static void mia_segment_header_init(mia_segment_t *seg, mia_subproc_t *sp, size_
  * left one behind (reusing its memory beats reserving more), else a fresh
  * one from the arenas. */
 static mia_segment_t *mia_segment_new(mia_tld_t *tld, size_t count) {
-  /* only the main heap adopts: abandoned memory belongs to it, and a
-   * first-class heap that took some would free it in mi_heap_destroy */
-  long tries = tld->heap->is_main ? mia_option_get_fast(mi_option_max_segment_reclaim) : 0;
+  /* only the main heap adopts live blocks: abandoned memory belongs to
+   * it, and a first-class heap that took some would free it in
+   * mi_heap_destroy; other heaps take the segments emptied since */
+  long tries = mia_option_get_fast(mi_option_max_segment_reclaim);
   mia_segment_t *seg;
+  if (!tld->heap->is_main) {
+    seg = mia_segments_reclaim_empty(tld, tries);
+    if (seg != NULL && find_free_slices(seg->used_mask, count) != 0) return seg;
+    tries = 0;
+  }
   for (long i = 0; i < tries && mia_segment_reclaim_one(tld, &seg); i++) {
     if (seg != NULL && find_free_slices(seg->used_mask, count) != 0) return seg;
   }
@@ -456,21 +462,11 @@ void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock
   tld->segment_count = 0;
 }
 
-/* Adopt one abandoned segment: its pages become this thread's, the blocks
- * other threads freed meanwhile are collected, and empty pages are freed.
- * Returns false when there was none; *out is NULL when the adopted segment
- * turned out to be empty and went back to its arena. */
-bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out) {
-  mia_subproc_t *sp = tld->subproc;
-  *out = NULL;
-  if (__atomic_load_n(&sp->abandoned, __ATOMIC_RELAXED) == NULL) return false;
-  mia_lock(&sp->lock);
-  mia_segment_t *seg = sp->abandoned;
-  if (seg != NULL) {
-    sp->abandoned = seg->next;
-  }
-  mia_unlock(&sp->lock);
-  if (seg == NULL) return false;
+/* Make an abandoned segment (off its list, held alone by the caller) this
+ * thread's: its pages join the thread's theap, the blocks other threads
+ * freed meanwhile are collected, and empty pages are freed.  NULL when
+ * that emptied it and it went back to its arena. */
+static mia_segment_t *mia_segment_adopt(mia_tld_t *tld, mia_segment_t *seg) {
   seg->tld = tld;
   __atomic_store_n(&seg->heap, tld->heap, __ATOMIC_RELEASE);
   seg->next = seg->prev = NULL;
@@ -491,11 +487,82 @@ bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out) {
       continue;
     }
     bool last = (seg->used_mask & ~slice_bits((size_t)(page - seg->pages), page->slice_count)) == 1;
+    /* freeing the last page gives the segment back, unless it is the
+     * thread's only one */
+    bool released = last && tld->segment_count > 1;
     mia_segment_page_free(page);
-    if (last) return true;   /* the segment went back to its arena */
+    if (last) return released ? NULL : seg;
   }
-  *out = seg;
+  return seg;
+}
+
+/* Adopt one abandoned segment (the main heap's threads: the live blocks in
+ * it are the main heap's).  Returns false when there was none; *out is NULL
+ * when the adopted segment turned out to be empty and went back to its
+ * arena. */
+bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out) {
+  mia_subproc_t *sp = tld->subproc;
+  *out = NULL;
+  if (__atomic_load_n(&sp->abandoned, __ATOMIC_RELAXED) == NULL) return false;
+  mia_lock(&sp->lock);
+  mia_segment_t *seg = sp->abandoned;
+  if (seg != NULL) sp->abandoned = seg->next;
+  mia_unlock(&sp->lock);
+  if (seg == NULL) return false;
+  *out = mia_segment_adopt(tld, seg);
   return true;
+}
+
+/* Whether every page of an abandoned segment (held alone by the caller) is
+ * free, once the blocks other threads freed into it are counted. */
+static bool mia_segment_collect_unowned(mia_segment_t *seg) {
+  bool empty = true;
+  size_t idx = 1;
+  mia_page_t *page;
+  while ((page = mia_segment_next_page(seg, &idx)) != NULL) empty = mia_page_collect_unowned(page) && empty;
+  return empty;
+}
+
+/* A first-class heap may not adopt abandoned segments with live blocks (they
+ * are the main heap's, and mi_heap_destroy would free them), but it takes
+ * those whose blocks have all been freed since: else a program whose threads
+ * allocate only from first-class heaps, deleting them as it goes, would
+ * never see that memory again.  Looks at up to max segments from the head
+ * of the list; the ones still in use go to its end, so the next look sees
+ * others.  Returns an adopted segment the thread kept (its only one), or
+ * NULL. */
+mia_segment_t *mia_segments_reclaim_empty(mia_tld_t *tld, long max) {
+  mia_subproc_t *sp = tld->subproc;
+  if (max <= 0 || __atomic_load_n(&sp->abandoned, __ATOMIC_RELAXED) == NULL) return NULL;
+  mia_lock(&sp->lock);
+  mia_segment_t *batch = sp->abandoned, *last = NULL;
+  for (mia_segment_t *s = batch; s != NULL && max-- > 0; s = s->next) last = s;
+  if (last != NULL) {
+    sp->abandoned = last->next;
+    last->next = NULL;
+  }
+  mia_unlock(&sp->lock);
+  mia_segment_t *keep = NULL, *keep_tail = NULL, *kept = NULL;
+  for (mia_segment_t *seg = batch, *next; seg != NULL; seg = next) {
+    next = seg->next;
+    if (mia_segment_collect_unowned(seg) && mia_arena_serves(sp, seg, tld->heap->arena)) {
+      mia_segment_t *adopted = mia_segment_adopt(tld, seg);
+      if (adopted != NULL) kept = adopted;
+      continue;
+    }
+    seg->next = NULL;
+    if (keep_tail != NULL) keep_tail->next = seg;
+    else keep = seg;
+    keep_tail = seg;
+  }
+  if (keep != NULL) {
+    mia_lock(&sp->lock);
+    mia_segment_t **end = &sp->abandoned;
+    while (*end != NULL) end = &(*end)->next;
+    *end = keep;
+    mia_unlock(&sp->lock);
+  }
+  return kept;
 }
 
 /* mi_heap_destroy and mi_subproc_destroy: the whole segment goes back,
