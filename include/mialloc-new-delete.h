@@ -16,6 +16,19 @@
 #include <new>
 #include <mialloc.h>
 
+/* A new-handler may throw std::bad_alloc: the nothrow forms return
+ * nullptr then. */
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
+#define MIALLOC_NOTHROW_NEW_(expr) \
+  try {                            \
+    return (expr);                 \
+  } catch (...) {                  \
+    return nullptr;                \
+  }
+#else
+#define MIALLOC_NOTHROW_NEW_(expr) return (expr);
+#endif
+
 void operator delete(void *p) noexcept { mi_free(p); }
 void operator delete[](void *p) noexcept { mi_free(p); }
 void operator delete(void *p, const std::nothrow_t &) noexcept { mi_free(p); }
@@ -23,8 +36,8 @@ void operator delete[](void *p, const std::nothrow_t &) noexcept { mi_free(p); }
 
 void *operator new(std::size_t n) noexcept(false) { return mi_new(n); }
 void *operator new[](std::size_t n) noexcept(false) { return mi_new(n); }
-void *operator new(std::size_t n, const std::nothrow_t &) noexcept { return mi_new_nothrow(n); }
-void *operator new[](std::size_t n, const std::nothrow_t &) noexcept { return mi_new_nothrow(n); }
+void *operator new(std::size_t n, const std::nothrow_t &) noexcept { MIALLOC_NOTHROW_NEW_(mi_new_nothrow(n)) }
+void *operator new[](std::size_t n, const std::nothrow_t &) noexcept { MIALLOC_NOTHROW_NEW_(mi_new_nothrow(n)) }
 
 #if __cplusplus >= 201402L || defined(__cpp_sized_deallocation)
 void operator delete(void *p, std::size_t n) noexcept { mi_free_size(p, n); }
@@ -54,12 +67,13 @@ void *operator new[](std::size_t n, std::align_val_t al) noexcept(false) {
   return mi_new_aligned(n, static_cast<std::size_t>(al));
 }
 void *operator new(std::size_t n, std::align_val_t al, const std::nothrow_t &) noexcept {
-  return mi_new_aligned_nothrow(n, static_cast<std::size_t>(al));
+  MIALLOC_NOTHROW_NEW_(mi_new_aligned_nothrow(n, static_cast<std::size_t>(al)))
 }
 void *operator new[](std::size_t n, std::align_val_t al, const std::nothrow_t &) noexcept {
-  return mi_new_aligned_nothrow(n, static_cast<std::size_t>(al));
+  MIALLOC_NOTHROW_NEW_(mi_new_aligned_nothrow(n, static_cast<std::size_t>(al)))
 }
 #endif
+#undef MIALLOC_NOTHROW_NEW_
 #endif /* __cplusplus */
 
 #endif /* MIALLOC_NEW_DELETE_H */

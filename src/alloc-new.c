@@ -7,8 +7,12 @@
  * new) has it loaded.  Built with -fexceptions so the exception can unwind
  * through these frames.
  */
+#define _GNU_SOURCE 1   /* dladdr, RTLD_NEXT, RTLD_DEFAULT */
 #include "internal.h"
 #include "tls.h"
+
+#include <dlfcn.h>
+#include <stdatomic.h>
 
 typedef void (*mia_new_handler_t)(void);
 extern mia_new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));
@@ -52,6 +56,45 @@ static void *mia_new_retry(mi_heap_t *heap, size_t size, size_t alignment, bool 
   }
 }
 
+/* A new-handler may throw std::bad_alloc, and a nothrow form must then
+ * return NULL; C cannot catch.  The C++ runtime's own nothrow operator new
+ * (libstdc++ since GCC 9, libc++) calls the plain one inside a try block:
+ * where the plain one the process uses is mialloc's, the handler loop runs
+ * in there and the runtime turns the throw into NULL.  Resolved once, on
+ * the first failure that finds a handler installed. */
+typedef void *(*mia_cxx_new_nothrow_t)(size_t, const void *);
+typedef void *(*mia_cxx_new_aligned_nothrow_t)(size_t, size_t, const void *);
+static void *_Atomic mia_cxx_nothrow[2];
+static _Atomic bool mia_cxx_nothrow_resolved;
+
+static void *mia_cxx_nothrow_lookup(const char *nothrow_name, const char *plain_name) {
+  void *runtime = dlsym(RTLD_NEXT, nothrow_name);
+  void *plain = dlsym(RTLD_DEFAULT, plain_name);
+  Dl_info ours, theirs;
+  if (runtime == NULL || plain == NULL || !dladdr((void *)mia_cxx_nothrow_lookup, &ours) ||
+      !dladdr(plain, &theirs) || ours.dli_fbase != theirs.dli_fbase)
+    return NULL;
+  return runtime;
+}
+
+static void *mia_new_nothrow_retry(size_t size, size_t alignment) {
+  mia_new_handler_t handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+  if (handler == NULL) return NULL;
+  if (!atomic_load_explicit(&mia_cxx_nothrow_resolved, memory_order_acquire)) {
+    atomic_store(&mia_cxx_nothrow[0], mia_cxx_nothrow_lookup("_ZnwmRKSt9nothrow_t", "_Znwm"));
+    atomic_store(&mia_cxx_nothrow[1],
+                 mia_cxx_nothrow_lookup("_ZnwmSt11align_val_tRKSt9nothrow_t", "_ZnwmSt11align_val_t"));
+    atomic_store_explicit(&mia_cxx_nothrow_resolved, true, memory_order_release);
+  }
+  static const char tag = 0;   /* std::nothrow_t is empty: any address does */
+  void *runtime = atomic_load(&mia_cxx_nothrow[alignment != 0]);
+  if (runtime != NULL)
+    return alignment == 0 ? ((mia_cxx_new_nothrow_t)runtime)(size, &tag)
+                          : ((mia_cxx_new_aligned_nothrow_t)runtime)(size, alignment, &tag);
+  /* no runtime to catch for us: a throwing handler's exception goes on up */
+  return mia_new_retry(NULL, size, alignment, true);
+}
+
 /* count * size; on overflow the new-handler protocol runs once (and
  * throws without a handler) and the caller returns NULL */
 static bool mia_new_total(size_t count, size_t size, size_t *total) {
@@ -67,7 +110,7 @@ mia_export void *mi_new(size_t size) {
 
 mia_export void *mi_new_nothrow(size_t size) {
   void *p = mi_malloc(size);
-  return mia_likely(p != NULL) ? p : mia_new_retry(NULL, size, 0, true);
+  return mia_likely(p != NULL) ? p : mia_new_nothrow_retry(size, 0);
 }
 
 mia_export void *mi_new_aligned(size_t size, size_t alignment) {
@@ -77,7 +120,7 @@ mia_export void *mi_new_aligned(size_t size, size_t alignment) {
 
 mia_export void *mi_new_aligned_nothrow(size_t size, size_t alignment) {
   void *p = mi_malloc_aligned(size, alignment);
-  return mia_likely(p != NULL) ? p : mia_new_retry(NULL, size, alignment, true);
+  return mia_likely(p != NULL) ? p : mia_new_nothrow_retry(size, alignment);
 }
 
 mia_export void *mi_new_n(size_t count, size_t size) {

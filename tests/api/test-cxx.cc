@@ -305,6 +305,11 @@ void counting_handler() {
   if (++counting_calls >= 3) std::set_new_handler(nullptr);
 }
 
+void throwing_handler() {
+  handler_calls++;
+  throw std::bad_alloc();
+}
+
 void test_new_handler() {
   std::size_t n = v_impossible;
   handler_calls = 0;
@@ -338,6 +343,28 @@ void test_new_handler() {
   char *q = new (std::nothrow) char[n];
   TAP_OK(q == nullptr && handler_calls == 1, "new (nothrow) calls the handler once, then returns nullptr (%d calls)",
          handler_calls);
+
+  // a handler may throw std::bad_alloc itself: the nothrow forms (and
+  // mi_new_nothrow) must still return nullptr, not let it through
+  handler_calls = 0;
+  std::set_new_handler(throwing_handler);
+  bool escaped = false;
+  void *r1 = nullptr, *r2 = nullptr, *r3 = nullptr, *r4 = nullptr;
+  try {
+    r1 = new (std::nothrow) char[n];
+    r2 = ::operator new(n, std::align_val_t(64), std::nothrow);
+    r3 = mi_new_nothrow(n);
+    r4 = mi_new_aligned_nothrow(n, 128);
+  } catch (...) {
+    escaped = true;
+  }
+  TAP_OK(!escaped && r1 == nullptr && r2 == nullptr && r3 == nullptr && r4 == nullptr && handler_calls == 4,
+         "a throwing new-handler: the nothrow forms return nullptr (%d handler calls, escaped %d)", handler_calls,
+         escaped);
+  void *after = new (std::nothrow) char[100];
+  TAP_OK(ours(after) && std::get_new_handler() == throwing_handler,
+         "after the caught throw, nothrow new allocates as before");
+  delete[] static_cast<char *>(after);
 
   // a handler is not called when allocation succeeds
   handler_calls = 0;

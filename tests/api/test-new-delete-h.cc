@@ -54,6 +54,18 @@ int main() {
     caught = true;
   }
   TAP_OK(caught, "new of an impossible size throws std::bad_alloc");
+  std::set_new_handler([] { throw std::bad_alloc(); });
+  caught = false;
+  char *t1 = nullptr;
+  void *t2 = nullptr;
+  try {
+    t1 = new (std::nothrow) char[v_impossible];
+    t2 = ::operator new(v_impossible, std::align_val_t(256), std::nothrow);
+  } catch (...) {
+    caught = true;
+  }
+  std::set_new_handler(nullptr);
+  TAP_OK(!caught && t1 == nullptr && t2 == nullptr, "a throwing new-handler: nothrow new returns nullptr");
   std::vector<Wide> v(10);
   TAP_OK(reinterpret_cast<std::uintptr_t>(v.data()) % 128 == 0 && mi_check_owned(v.data()),
          "a vector of over-aligned elements");
