@@ -97,7 +97,8 @@ static mia_arena_t *mia_arena_register(mia_subproc_t *sp, uint8_t *base, size_t 
   /* bits past the end count as used so runs never cross it */
   for (size_t i = segments; i < words * MIA_BITS; i++) bit_set(arena->used_map, i);
   arena->next = sp->arenas;
-  sp->arenas = arena;
+  /* release: mia_arena_reserved walks the list without the lock */
+  __atomic_store_n(&sp->arenas, arena, __ATOMIC_RELEASE);
   sp->arena_count++;
   mia_stat_reserve((int64_t)arena->size);
   mia_verbose("reserved arena %zu: %zu MiB at %p%s\n", sp->arena_count, arena->size >> 20,
@@ -287,6 +288,16 @@ static mia_arena_t *mia_arena_of(mia_subproc_t *sp, const void *p) {
   for (mia_arena_t *a = sp->arenas; a != NULL; a = a->next)
     if ((const uint8_t *)p >= a->base && (const uint8_t *)p < a->base + a->size) return a;
   return NULL;
+}
+
+/* Whether p lies in memory the sub-process's arenas reserved.  Without the
+ * lock (arenas are only ever added, at the list's head): a free of a bad
+ * pointer may come from anywhere, a signal handler that interrupted the
+ * holder included. */
+bool mia_arena_reserved(mia_subproc_t *sp, const void *p) {
+  for (const mia_arena_t *a = __atomic_load_n(&sp->arenas, __ATOMIC_ACQUIRE); a != NULL; a = a->next)
+    if ((const uint8_t *)p >= a->base && (const uint8_t *)p < a->base + a->size) return true;
+  return false;
 }
 
 /* Whether a heap may take this segment's memory: its exclusive arena's

@@ -6,16 +6,33 @@
 
 mia_export void mi_free(void *p) { mia_free_inline(p); }
 
+/* Whether p points into mialloc's own arenas (the main sub-process's, or
+ * the calling thread's). */
+static bool mia_in_own_arena(const void *p) {
+  if (mia_arena_reserved(&mia_subproc_main, p)) return true;
+  mia_theap_t *theap = mia_theap_get();
+  return theap != &mia_theap_empty && theap->tld->subproc != &mia_subproc_main &&
+         mia_arena_reserved(theap->tld->subproc, p);
+}
+
 /* A pointer the page map does not know: from another allocator (a program
  * that links its own while mialloc is preloaded), from the stack, or a
  * stale pointer into memory we gave back.  Writing to it could corrupt
  * someone else's memory, so it is reported and otherwise ignored. */
 void mia_free_invalid(void *p) {
+  /* inside our own arenas it is no other allocator's memory: a block whose
+   * page (or huge span) went back when it was freed, freed again -- the
+   * error it is in every build */
+  if (mia_in_own_arena(p)) {
+    mia_error(EFAULT, "free: pointer %p is not an allocated block: a double free of a block whose memory was "
+              "given back, or a pointer into heap memory not handed out\n", p);
+    return;
+  }
   /* printed once per process (every one with MIALLOC_VERBOSE): a program
    * that mixes allocators does it on every call; the statistics and the
-   * error callback (EFAULT) see them all */
+   * error callback (EFAULT) see them all.  Secure and debug builds treat
+   * it as the error it usually is. */
   bool first = __atomic_fetch_add(&mia_stats_global.foreign_frees, 1, __ATOMIC_RELAXED) == 0;
-  /* secure and debug builds treat it as the error it usually is */
   int show = mia_checked_build() ? MIA_SHOW_ERROR : first ? MIA_SHOW_WARNING : MIA_SHOW_WARNING | MIA_SHOW_VERBOSE;
   mia_report(EFAULT, show,
              "free: ignoring pointer %p that was not allocated by mialloc "

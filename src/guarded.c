@@ -433,27 +433,55 @@ static void mia_page_guard_report(const mia_page_t *page, const void *addr) {
   const uint8_t *guard = page->start + (size_t)page->slice_count * MIA_SLICE_SIZE - g;
   if (a < guard || a >= guard + g || page->reserved == 0) return;
   const uint8_t *last = page->start + (size_t)(page->reserved - 1) * page->block_size;
-  mia_error(EFAULT, "heap overflow off the end of a page: access at %p, %zu bytes past the last block %p (%zu bytes)\n",
-            addr, (size_t)(a - (last + page->block_size)), (const void *)last, page->block_size);
+  /* the guard also sits just below the next page: name that page's first
+   * block too, since an underflow of it lands here as well */
+  const mia_page_t *next = mia_page_of(guard + g);
+  if (next != NULL && !next->is_guarded && !next->is_huge && next->block_size != 0 && a >= guard + g / 2)
+    mia_error(EFAULT, "heap underflow before the first block %p (%zu bytes) of a page: access at %p, %zu bytes before it\n",
+              (void *)next->start, next->block_size, addr, (size_t)(guard + g - a));
+  else
+    mia_error(EFAULT, "heap overflow off the end of a page: access at %p, %zu bytes past the last block %p (%zu bytes)\n",
+              addr, (size_t)(a - (last + page->block_size)), (const void *)last, page->block_size);
+}
+
+/* Secure builds: a fault on the guard after a thread segment's metadata
+ * (slice 0, segment.c) is an underflow off the first page's first block. */
+static void mia_segment_guard_report(const void *addr) {
+  if (mia_page_guard_size() == 0) return;
+  const uint8_t *seg = (const uint8_t *)((uintptr_t)addr & ~(MIA_SEGMENT_SIZE - 1));
+  const uint8_t *first = seg + MIA_SLICE_SIZE;
+  if ((const uint8_t *)addr >= first) return;
+  const mia_page_t *page = mia_page_of(first);
+  if (page == NULL || page->is_guarded || page->is_huge || page->block_size == 0) return;
+  mia_error(EFAULT, "heap underflow before the first block %p (%zu bytes) of a segment: access at %p, %zu bytes before it\n",
+            (const void *)first, page->block_size, addr, (size_t)(first - (const uint8_t *)addr));
+}
+
+/* A fault inside a guarded slot's data page or after it. */
+static void mia_guard_slot_report(mia_guard_seg_t *gs, size_t local, const void *addr) {
+  uint8_t *slot = slot_in(gs, local);
+  size_t size = gs->size[local];
+  uint8_t *user = slot_user(slot, size);
+  const uint8_t *a = addr;
+  if (a >= slot + MIA_GUARD_PAGE)
+    mia_error(EFAULT, "heap overflow past guarded block %p (%zu bytes): access at %p, %zu bytes past its end\n",
+              (void *)user, size, addr, (size_t)(a - (user + size)));
+  else if (__atomic_load_n(&gs->state[local], __ATOMIC_RELAXED) == SLOT_LIVE)
+    /* the block is allocated and its page open: a fault there is no
+     * overflow and no use after free (code run from the heap, say) */
+    mia_error(EFAULT, "invalid access to live guarded block %p (%zu bytes) at %p: not an overflow or a use after "
+              "free (code run from the heap?)\n", (void *)user, size, addr);
+  else
+    mia_error(EFAULT, "use after free of guarded block %p (%zu bytes): access at %p\n", (void *)user, size, addr);
 }
 
 static void mia_guard_segv(int sig, void *addr, void *info, void *ctx) {
   mia_page_t *page = mia_page_of(addr);
-  if (page != NULL && !page->is_guarded) mia_page_guard_report(page, addr);
-  if (page != NULL && page->is_guarded) {
-    mia_guard_seg_t *gs;
-    size_t local;
-    if (slot_of(page, addr, &gs, &local)) {
-      uint8_t *slot = slot_in(gs, local);
-      size_t size = gs->size[local];
-      void *user = slot_user(slot, size);
-      if ((uint8_t *)addr >= slot + MIA_GUARD_PAGE)
-        mia_error(EFAULT, "heap overflow past guarded block %p (%zu bytes): access at %p, %zu bytes past its end\n",
-                  user, size, addr, (size_t)((uint8_t *)addr - ((uint8_t *)user + size)));
-      else
-        mia_error(EFAULT, "use after free of guarded block %p (%zu bytes): access at %p\n", user, size, addr);
-    }
-  }
+  mia_guard_seg_t *gs;
+  size_t local;
+  if (page == NULL) mia_segment_guard_report(addr);
+  else if (!page->is_guarded) mia_page_guard_report(page, addr);
+  else if (slot_of(page, addr, &gs, &local)) mia_guard_slot_report(gs, local, addr);
   /* let the previous handler (or the default action: the process dies
    * with SIGSEGV when the access is retried) deal with the fault */
   if (mia_guard_old_fun != NULL) {

@@ -366,6 +366,7 @@ mia_segment_t *mia_segments_reclaim_empty(mia_tld_t *tld, long max);
 /* ---- arenas (arena.c) ---- */
 /* guard bits of a segment as the arena keeps them (arena.c) */
 #define MIA_GUARD_LAST_SLICE ((uint64_t)1 << (MIA_SEGMENT_SLICES - 1))   /* also a huge span's end */
+bool mia_arena_reserved(mia_subproc_t *sp, const void *p);
 bool mia_arena_serves(mia_subproc_t *sp, const void *segment, const mia_arena_t *only);
 mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, size_t count, bool *is_zero,
                                         uint64_t keep, uint64_t *guards);

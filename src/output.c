@@ -88,8 +88,9 @@ void mia_warning(const char *fmt, ...) {
  * on the kind (MIA_SHOW_* flags): conditions the program cannot see otherwise (a
  * foreign pointer given to free) are printed by default; failed allocation
  * requests, which the program already learns from NULL and errno, only with
- * MIALLOC_VERBOSE=1, so that a program probing with malloc(SIZE_MAX) under
- * LD_PRELOAD prints what it prints under glibc.  The codes:
+ * MIALLOC_VERBOSE=1 (or before the abort MIALLOC_ABORT_ON_ERROR makes of
+ * them), so that a program probing with malloc(SIZE_MAX) under LD_PRELOAD
+ * prints what it prints under glibc.  The codes:
  *   EFAULT     free/realloc of a pointer mialloc does not own
  *   EAGAIN     a double free (every build; secure and debug ones see more)
  *   ENOMEM     the OS refused memory (errno ENOMEM)
@@ -100,9 +101,13 @@ void mia_warning(const char *fmt, ...) {
 static void mia_vreport(int err, int show, const char *fmt, va_list ap) {
   __atomic_fetch_add(&mia_stats_global.errors, 1, __ATOMIC_RELAXED);
   bool print;
+  bool aborting = mia_option_get_fast(mi_option_abort_on_error) != 0;
   const char *prefix = "mialloc: error: ";
   if (show & MIA_SHOW_VERBOSE) {
-    print = mia_option_get_fast(mi_option_verbose) != 0;
+    /* an abort is news the program cannot learn from NULL and errno: the
+     * line is its only clue to why */
+    print = mia_option_get_fast(mi_option_verbose) != 0 ||
+            (aborting && mia_option_get_fast(mi_option_show_errors) != 0);
   } else {
     print = mia_option_get_fast(mi_option_show_errors) != 0 ||
             mia_option_get_fast(mi_option_verbose) != 0;
@@ -120,7 +125,7 @@ static void mia_vreport(int err, int show, const char *fmt, va_list ap) {
   }
   mi_error_fun *fun = atomic_load(&mia_error_fun);
   if (fun != NULL) fun(err, atomic_load(&mia_error_arg));
-  if (mia_option_get_fast(mi_option_abort_on_error) != 0) mia_prim_abort();
+  if (aborting) mia_prim_abort();
 }
 
 /* Printed whatever MIALLOC_SHOW_ERRORS says: the process is about to abort

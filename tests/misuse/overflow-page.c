@@ -1,9 +1,12 @@
-/* overflow-page.c page|huge -- a sequential overflow off the last block of
- * a page (blocks of 4 KiB), or off the end of a huge block (1 MiB), byte
- * by byte until the write faults or reaches the end of the 64 KiB slice.
- * secure builds: the page (or huge span) ends with a guard page, so the
- * first byte written past the usable room traps (SIGSEGV) and the handler
- * names the page's last block or the huge block.
+/* overflow-page.c page|huge|under -- a sequential overflow off the last
+ * block of a page (blocks of 4 KiB), or off the end of a huge block
+ * (1 MiB), byte by byte until the write faults or reaches the end of the
+ * 64 KiB slice; or (under) an underflow down from the first block of a
+ * page whose slice follows another page of ours or the segment's metadata.
+ * secure builds: the page (or huge span) ends with a guard page, and the
+ * segment's metadata is followed by one, so the first byte written past
+ * the usable room traps (SIGSEGV) and the handler names the page's last
+ * block, the huge block, or the first block the underflow started from.
  * Other builds have no such guard: the battery does not run this. */
 #include "misuse.h"
 
@@ -43,6 +46,27 @@ int main(int argc, char **argv) {
     if (per_slice[i] != most || most < 2) continue;
     bool same_slice = victim != NULL && ((uintptr_t)blocks[i] >> 16) == ((uintptr_t)victim >> 16);
     if (victim == NULL || (same_slice && blocks[i] > victim)) victim = blocks[i];
+  }
+  if (argc > 1 && strcmp(argv[1], "under") == 0) {
+    /* a block at the start of its slice, whose slice is the segment's
+     * first page or follows one of the other blocks' slices */
+    unsigned char *first = NULL;
+    for (int i = 0; i < COUNT; i++) {
+      uintptr_t b = (uintptr_t)blocks[i];
+      if ((b & 0xffff) != 0) continue;
+      bool below = (b & (((uintptr_t)4 << 20) - 1)) == 0x10000;
+      for (int j = 0; j < COUNT && !below; j++) below = ((uintptr_t)blocks[j] >> 16) == (b >> 16) - 1;
+      if (below) first = blocks[i];
+    }
+    if (first == NULL) {
+      misuse_say("no block at the start of a page below which lies a page of ours");
+      return 1;
+    }
+    misuse_say("victim %p size %d", (void *)first, SIZE);
+    volatile unsigned char *w = first;
+    while ((unsigned char *)w > first - 0x10000) *--w = 0x6b;
+    misuse_say("wrote %zu bytes before the block", (size_t)(first - (unsigned char *)w));
+    return misuse_done();
   }
   if (victim == NULL) {
     misuse_say("no full page among %d blocks", COUNT);

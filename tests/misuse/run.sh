@@ -252,6 +252,12 @@ elif [ $secure = yes ]; then
     grep '^mialloc: error: heap overflow off the end of a page' "$err" | grep -qF "last block $p (" ||
       problem "no 'mialloc: error: heap overflow off the end of a page' naming the last block $p"
     check "overflow off the last block of a page ($mode): ${kernel}the guard page after it traps (SIGSEGV) with a message"
+    run overflow-page -- under
+    want_rc 139
+    grep -q '^misuse: wrote' "$out" && problem "the underflow below the page's first block did not trap"
+    grep '^mialloc: error: heap underflow before the first block' "$err" | grep -qF "block $(victim) (" ||
+      problem "no 'mialloc: error: heap underflow before the first block $(victim)'"
+    check "underflow below the first block of a page ($mode): ${kernel}the guard page below it traps (SIGSEGV) with a message"
     run overflow-page -- huge
     if [ $debug = yes ]; then
       # the usable size is the size asked for: the canary after it is hit
@@ -335,6 +341,8 @@ elif [ $guarded = yes ]; then
       traps uaf-write $where "the write into the freed block" "use after free of" \
         "guarded sampling, rate 1 ($mode): ${kernel}a write to $what of a freed block traps (SIGSEGV)"
     done
+    traps exec-heap "" "the call into the block" "invalid access to live" \
+      "guarded sampling, rate 1 ($mode): ${kernel}running code from a live guarded block is no use after free"
     run guarded-sample MIALLOC_GUARDED_SAMPLE_RATE=1 MIALLOC_GUARDED_MIN=16 MIALLOC_GUARDED_MAX=64KiB -- 64 200
     want_rc 0; g=$(guarded_count)
     [ "${g:-0}" = 200 ] || problem "expected all 200 blocks guarded, got ${g:-none}"
