@@ -347,6 +347,8 @@ void mia_theap_collect_page_from_full(mia_theap_t *theap, mia_page_t *page);
 
 /* ---- segments (segment.c) ---- */
 mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices);
+mia_segment_t *mia_segment_reclaim(mia_tld_t *tld, size_t count);
+bool mia_segments_have_room(const mia_tld_t *tld, size_t count);
 void mia_segment_page_free(mia_page_t *page);
 mia_page_t *mia_huge_page_alloc(mi_heap_t *heap, size_t size, size_t alignment);
 void mia_huge_page_free(mia_page_t *page);

@@ -94,23 +94,38 @@ static void mia_segment_header_init(mia_segment_t *seg, mia_subproc_t *sp, size_
   seg->dirty_mask = is_zero ? 1 : MIA_ALL_SLICES;
 }
 
-/* A segment with room for count slices: an abandoned one if another thread
- * left one behind (reusing its memory beats reserving more), else a fresh
- * one from the arenas. */
-static mia_segment_t *mia_segment_new(mia_tld_t *tld, size_t count) {
-  /* only the main heap adopts live blocks: abandoned memory belongs to
-   * it, and a first-class heap that took some would free it in
-   * mi_heap_destroy; other heaps take the segments emptied since */
+/* Adopt what other threads left behind before the thread takes fresh
+ * memory: an abandoned segment (reusing its memory beats reserving more;
+ * its pages join the thread's theap, so the caller may find one of the
+ * size it needs there).  Only the main heap adopts live blocks: abandoned
+ * memory belongs to it, and a first-class heap that took some would free
+ * it in mi_heap_destroy; other heaps take the segments emptied since.
+ * Returns an adopted segment with room for count slices, or NULL. */
+mia_segment_t *mia_segment_reclaim(mia_tld_t *tld, size_t count) {
   long tries = mia_option_get_fast(mi_option_max_segment_reclaim);
   mia_segment_t *seg;
   if (!tld->heap->is_main) {
     seg = mia_segments_reclaim_empty(tld, tries);
-    if (seg != NULL && find_free_slices(seg->used_mask, count) != 0) return seg;
-    tries = 0;
+    return seg != NULL && find_free_slices(seg->used_mask, count) != 0 ? seg : NULL;
   }
   for (long i = 0; i < tries && mia_segment_reclaim_one(tld, &seg); i++) {
     if (seg != NULL && find_free_slices(seg->used_mask, count) != 0) return seg;
   }
+  return NULL;
+}
+
+/* Whether one of the thread's segments has room for a page of count slices. */
+bool mia_segments_have_room(const mia_tld_t *tld, size_t count) {
+  for (const mia_segment_t *seg = tld->segments; seg != NULL; seg = seg->next)
+    if (find_free_slices(seg->used_mask, count) != 0) return true;
+  return false;
+}
+
+/* A segment with room for count slices: an abandoned one, else a fresh one
+ * from the arenas. */
+static mia_segment_t *mia_segment_new(mia_tld_t *tld, size_t count) {
+  mia_segment_t *seg = mia_segment_reclaim(tld, count);
+  if (seg != NULL) return seg;
   mia_check_tool_blindness();   /* once, on the first thread segment */
   bool is_zero;
   uint64_t guards = 0;

@@ -129,27 +129,9 @@ void mia_theap_process_remote(mia_theap_t *theap) {
   }
 }
 
-/* A fresh page for this bin from the thread's segments. */
-static mia_page_t *mia_page_fresh(mia_theap_t *theap, uint8_t bin) {
-  size_t bsize = mia_bin_size[bin];
-  mia_deferred_free(theap, false);
-  /* the heap grows: first give back what sparse pages hold free */
-  if (MIA_THIN && mia_prim_clock_ms() >= theap->thin_at) mia_theap_thin(theap, false);
-  mia_page_t *page = mia_segment_page_alloc(theap->tld, mia_page_slices_for(bsize));
-  if (page == NULL) return NULL;
-  mia_page_init(page, bsize, bin, page->is_zero_init);
-  atomic_store_explicit(&page->theap, theap, memory_order_release);
-  page->free_key = theap->tid;
-  mia_page_extend(page);
-  queue_push_front(&theap->pages[bin], page);
-  if (bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, bin);
-  mia_stat_page(page, 1);
-  return page;
-}
-
 /* The first page of the bin with a free block, moving exhausted pages to
- * the full list on the way; a fresh page when none has room. */
-static mia_page_t *mia_find_free_page(mia_theap_t *theap, uint8_t bin) {
+ * the full list on the way; NULL when none has room. */
+static mia_page_t *mia_bin_page_with_room(mia_theap_t *theap, uint8_t bin) {
   mia_page_queue_t *pq = &theap->pages[bin];
   mia_page_t *page = pq->first;
   while (page != NULL) {
@@ -172,7 +154,41 @@ static mia_page_t *mia_find_free_page(mia_theap_t *theap, uint8_t bin) {
     }
     page = next;
   }
-  return mia_page_fresh(theap, bin);
+  return NULL;
+}
+
+/* A fresh page for this bin from the thread's segments. */
+static mia_page_t *mia_page_fresh(mia_theap_t *theap, uint8_t bin) {
+  size_t bsize = mia_bin_size[bin];
+  size_t slices = mia_page_slices_for(bsize);
+  mia_deferred_free(theap, false);
+  /* the heap grows: first give back what sparse pages hold free */
+  if (MIA_THIN && mia_prim_clock_ms() >= theap->thin_at) mia_theap_thin(theap, false);
+  /* out of room: segments other threads left may hold a page of this size
+   * with free blocks.  Adopting them first keeps a program whose threads
+   * come and go (each allocating a little) from cutting a page per thread
+   * while the pages it adopted sit there with room. */
+  if (!mia_segments_have_room(theap->tld, slices)) {
+    mia_segment_reclaim(theap->tld, slices);
+    mia_page_t *adopted = mia_bin_page_with_room(theap, bin);
+    if (adopted != NULL) return adopted;
+  }
+  mia_page_t *page = mia_segment_page_alloc(theap->tld, slices);
+  if (page == NULL) return NULL;
+  mia_page_init(page, bsize, bin, page->is_zero_init);
+  atomic_store_explicit(&page->theap, theap, memory_order_release);
+  page->free_key = theap->tid;
+  mia_page_extend(page);
+  queue_push_front(&theap->pages[bin], page);
+  if (bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, bin);
+  mia_stat_page(page, 1);
+  return page;
+}
+
+/* A page of the bin with a free block; a fresh page when none has room. */
+static mia_page_t *mia_find_free_page(mia_theap_t *theap, uint8_t bin) {
+  mia_page_t *page = mia_bin_page_with_room(theap, bin);
+  return page != NULL ? page : mia_page_fresh(theap, bin);
 }
 
 /* calloc of fresh huge memory needs no memset, but a program that reads
