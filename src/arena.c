@@ -4,7 +4,8 @@
  * that costs address space only; segments are committed as they are
  * claimed (mia_arena_commits_on_demand), and RAM is used when a page is
  * touched.  Two bitmaps track its segments: claimed, and free-but-dirty
- * (touched since the last purge).  Claiming happens once per 4 MiB a thread needs, so a lock is
+ * (touched since the last purge), and a third marks the dirty ones that
+ * have waited through a whole purge delay.  Claiming happens once per 4 MiB a thread needs, so a lock is
  * cheap here; huge allocations claim runs of segments the same way.
  */
 #include "internal.h"
@@ -70,7 +71,7 @@ static int mia_arena_next_id;   /* ids are unique in the process */
 /* The arena's header, its two bitmaps and its guard masks, in whole pages. */
 static size_t mia_arena_meta_size(size_t segments) {
   size_t words = (segments + MIA_BITS - 1) / MIA_BITS;
-  size_t meta = sizeof(mia_arena_t) + (2 * words + segments) * sizeof(uint64_t);
+  size_t meta = sizeof(mia_arena_t) + (3 * words + segments) * sizeof(uint64_t);
   return (meta + mia_prim_page_size() - 1) & ~(mia_prim_page_size() - 1);
 }
 
@@ -93,7 +94,8 @@ static mia_arena_t *mia_arena_register(mia_subproc_t *sp, uint8_t *base, size_t 
   arena->pinned = pinned;
   arena->used_map = (uint64_t *)(arena + 1);
   arena->dirty_map = arena->used_map + words;
-  arena->guards = arena->dirty_map + words;
+  arena->aged_map = arena->dirty_map + words;
+  arena->guards = arena->aged_map + words;
   /* bits past the end count as used so runs never cross it */
   for (size_t i = segments; i < words * MIA_BITS; i++) bit_set(arena->used_map, i);
   arena->next = sp->arenas;
@@ -273,6 +275,7 @@ mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, si
     mia_assert(!bit_get(arena->used_map, i));
     if (bit_get(arena->dirty_map, i)) { zero = false; mia_stat_commit(-(int64_t)MIA_SEGMENT_SIZE); }
     bit_clear(arena->dirty_map, i);
+    bit_clear(arena->aged_map, i);
     bit_set(arena->used_map, i);
   }
   mia_unlock(&sp->lock);
@@ -329,6 +332,7 @@ void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count, uin
     mia_assert(bit_get(arena->used_map, i));   /* not freed twice */
     bit_clear(arena->used_map, i);
     bit_set(arena->dirty_map, i);
+    bit_clear(arena->aged_map, i);   /* freed just now: waits a whole delay from here */
   }
   mia_stat_add(&mia_stats_global.segments, -(int64_t)count);
   mia_stat_commit((int64_t)(count * MIA_SEGMENT_SIZE));   /* counted whole until purged */
@@ -348,27 +352,43 @@ uint64_t mia_arenas_next_purge(mia_subproc_t *sp) {
   return next;
 }
 
-/* Purge free dirty segments whose deadline passed (all of them if force). */
+/* A purge pass: free dirty segments that were free at the previous pass
+ * too go back to the OS, the others are marked and wait for the next one
+ * (force: all of them now).  So a segment stays resident between one and
+ * two delays after its last free: a program that frees and allocates large
+ * blocks at a steady pace keeps reusing the same resident memory, where
+ * one deadline per arena purged whatever happened to be free at the
+ * moment, often just freed, and the next claim faulted it back in. */
 void mia_arenas_purge(mia_subproc_t *sp, bool force) {
   uint64_t now = mia_prim_clock_ms();
+  uint64_t delay = mia_purge_delay_arena();
   bool lazy = mia_option_get_fast(mi_option_purge_decommits) == 0;
+  if (delay == 0) force = true;
   mia_lock(&sp->lock);
   for (mia_arena_t *a = sp->arenas; a != NULL; a = a->next) {
     if (a->pinned) { a->purge_at = 0; continue; }
     if (a->purge_at == 0 || (!force && now < a->purge_at)) continue;
+    bool waiting = false;
     for (size_t i = 0; i < a->segment_count; i++) {
       if (!bit_get(a->dirty_map, i) || bit_get(a->used_map, i)) continue;
+      if (!force && !bit_get(a->aged_map, i)) {
+        bit_set(a->aged_map, i);
+        waiting = true;
+        continue;
+      }
       size_t j = i;
-      while (j < a->segment_count && bit_get(a->dirty_map, j) && !bit_get(a->used_map, j)) {
+      while (j < a->segment_count && bit_get(a->dirty_map, j) && !bit_get(a->used_map, j) &&
+             (force || bit_get(a->aged_map, j))) {
         bit_clear(a->dirty_map, j);
+        bit_clear(a->aged_map, j);
         j++;
       }
       mia_arena_decommit(a, i, j - i, lazy);
       mia_stat_purge((j - i) * MIA_SEGMENT_SIZE);
       mia_purge_done((j - i) * MIA_SEGMENT_SIZE);
-      i = j;
+      i = j - 1;
     }
-    a->purge_at = 0;
+    a->purge_at = waiting && delay != UINT64_MAX ? now + delay : 0;
   }
   mia_unlock(&sp->lock);
 }

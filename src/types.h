@@ -160,12 +160,13 @@ struct mia_arena_s {
   size_t size;
   size_t segment_count;
   mia_subproc_t *subproc;
-  uint64_t purge_at;             /* earliest deadline of dirty free segments */
+  uint64_t purge_at;             /* next purge pass over the dirty free segments */
   bool pinned;                   /* huge OS pages: never purged */
   bool on_demand;                /* committed while claimed or dirty only (mia_arena_commits_on_demand) */
   struct mia_arena_s *next;
   uint64_t *used_map;            /* one bit per segment, claimed */
   uint64_t *dirty_map;           /* one bit per free segment not yet purged */
+  uint64_t *aged_map;            /* dirty free segments seen by the last purge pass */
   uint64_t *guards;              /* secure: per free segment, the guards still set */
 };
 
