@@ -382,7 +382,7 @@ static bool mia_list_holds(const mia_page_t *page, const mia_block_t *b, const v
 static mia_unused bool mia_block_is_free(mia_page_t *page, const void *p) {
   return mia_list_holds(page, page->free, p) || mia_list_holds(page, page->local_free, p) ||
          mia_list_holds(page, page->sample_rest, p) ||
-         mia_list_holds(page, (const mia_block_t *)atomic_load_explicit(&page->thread_free, memory_order_acquire), p);
+         mia_list_holds(page, mia_tf_head(atomic_load_explicit(&page->thread_free, memory_order_acquire)), p);
 }
 
 #endif

@@ -238,6 +238,18 @@ static inline void mia_block_set_next(const mia_page_t *page, mia_block_t *b, mi
 }
 
 /* ---- pages (page.c) ---- */
+
+/* A page's thread_free word: the head of the list of other threads' frees
+ * in the low bits, how many blocks the list holds in the top 16 (a page
+ * holds at most 8192; pages lie in the page map's 47-bit space).  Counted
+ * in the word each push changes, the owner takes the list without walking
+ * it: the walk missed the cache on every block, which the freeing thread
+ * wrote last. */
+#define MIA_TF_COUNT_SHIFT 48
+static inline mia_block_t *mia_tf_head(uintptr_t word) {
+  return (mia_block_t *)(word & (((uintptr_t)1 << MIA_TF_COUNT_SHIFT) - 1));
+}
+static inline uint32_t mia_tf_count(uintptr_t word) { return (uint32_t)(word >> MIA_TF_COUNT_SHIFT); }
 void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zero);
 void mia_page_collect(mia_page_t *page);
 bool mia_page_collect_unowned(mia_page_t *page);

@@ -147,18 +147,28 @@ void *mia_page_pop_bad_link(mia_page_t *page, bool zero) {
 }
 
 /* Move the blocks other threads freed to local_free; how many there were. */
-static uint32_t mia_page_take_thread_free(mia_page_t *page) {
-  if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) == 0) return 0;
-  mia_block_t *head = (mia_block_t *)atomic_exchange_explicit(&page->thread_free, 0, memory_order_acquire);
+static mia_noinline uint32_t mia_page_take_thread_list(mia_page_t *page) {
+  uintptr_t word = atomic_exchange_explicit(&page->thread_free, 0, memory_order_acquire);
+  mia_block_t *head = mia_tf_head(word);
   if (head == NULL) return 0;
-  uint32_t n = 1;
-  mia_block_t *tail = head;
-  for (mia_block_t *next; (next = mia_block_next(page, tail)) != NULL; tail = next) n++;
-  mia_block_set_next(page, tail, page->local_free);
-  page->local_free = head;
+  uint32_t n = mia_tf_count(word);
+  if (page->local_free == NULL) {
+    page->local_free = head;   /* the common case of a page others free into: no walk */
+  } else {
+    mia_block_t *tail = head;
+    for (mia_block_t *next; (next = mia_block_next(page, tail)) != NULL;) tail = next;
+    mia_block_set_next(page, tail, page->local_free);
+    page->local_free = head;
+  }
   mia_assert(n <= page->used);   /* more blocks came back than were out */
   page->used -= n;
   return n;
+}
+
+/* Inlined: most collects find no remote frees waiting. */
+static mia_always_inline uint32_t mia_page_take_thread_free(mia_page_t *page) {
+  if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) == 0) return 0;
+  return mia_page_take_thread_list(page);
 }
 
 /* An abandoned page, held alone by the caller but owned by no thread: take
@@ -233,7 +243,7 @@ size_t mia_page_free_map(const mia_page_t *page, uint64_t *freemap, bool remote)
   mark_list(page, page->local_free, freemap, &nfree);
   mark_list(page, page->sample_rest, freemap, &nfree);
   if (remote)
-    mark_list(page, (const mia_block_t *)atomic_load_explicit(&page->thread_free, memory_order_acquire),
+    mark_list(page, mia_tf_head(atomic_load_explicit(&page->thread_free, memory_order_acquire)),
               freemap, &nfree);
   if (page->held != 0) {
     mia_page_mark_held(page, freemap);
@@ -282,9 +292,11 @@ size_t mia_page_usable_of(const mia_page_t *page, const void *p) {
 void mia_free_remote(mia_page_t *page, mia_block_t *block) {
   uintptr_t head = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
   mia_block_set_free_mark(block);
+  uintptr_t word;
   do {
-    mia_block_set_next(page, block, (mia_block_t *)head);
-  } while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &head, (uintptr_t)block,
+    mia_block_set_next(page, block, mia_tf_head(head));
+    word = (uintptr_t)block | (uintptr_t)(mia_tf_count(head) + 1) << MIA_TF_COUNT_SHIFT;
+  } while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &head, word,
                                                   memory_order_seq_cst, memory_order_relaxed));
   /* seq_cst pairs with the owner's flag store and re-check in theap.c: either
    * it sees our block, or we see its IN_FULL flag */
