@@ -101,8 +101,11 @@ static int commit_child(bool eager) {
   printf("first block %s, ", perms_of(first));
   printf("arena end %s, writable private mappings %zu KiB\n", perms_of(far), charged >> 10);
   if (eager) return writable(first) && writable(far) && charged >= arena_size ? 0 : 1;
-  /* one segment, the page map's part for the arena, the libraries' data */
-  if (!writable(first) || writable(far) || charged > (10u << 20)) return 1;
+  /* one segment, the page map's part for the arena, the libraries' data;
+   * where guarded sampling is on (secure builds), a sample taken during
+   * start-up (about 1 run in 30) claims the guarded pages' own segment */
+  size_t limit = (10u << 20) + (mi_option_get(mi_option_guarded_sample_rate) > 0 ? (4u << 20) : 0);
+  if (!writable(first) || writable(far) || charged > limit) return 1;
   /* 64 MiB of small blocks and a 64 MiB huge block claim some 32 segments */
   enum { N = 16384 };
   static uint8_t *small[N];
