@@ -3,10 +3,10 @@
  * An arena is one large mapping (MIALLOC_ARENA_RESERVE, 1 GiB by default)
  * that costs address space only; segments are committed as they are
  * claimed (mia_arena_commits_on_demand), and RAM is used when a page is
- * touched.  Two bitmaps track its segments: claimed, and free-but-dirty
- * (touched since the last purge), and a third marks the dirty ones that
- * have waited through a whole purge delay.  Claiming happens once per 4 MiB a thread needs, so a lock is
- * cheap here; huge allocations claim runs of segments the same way.
+ * touched.  Three bitmaps track its segments: claimed, free-but-dirty
+ * (touched since the last purge), and dirty ones already seen free by the
+ * last purge pass.  Claiming happens once per 4 MiB a thread needs, so a
+ * lock is cheap here; huge allocations claim runs of segments the same way.
  */
 #include "internal.h"
 
@@ -68,7 +68,7 @@ static uint64_t mia_purge_delay_arena(void) {
 /* Register memory [base, base + segments * 4 MiB) as an arena. */
 static int mia_arena_next_id;   /* ids are unique in the process */
 
-/* The arena's header, its two bitmaps and its guard masks, in whole pages. */
+/* The arena's header, its three bitmaps and its guard masks, in whole pages. */
 static size_t mia_arena_meta_size(size_t segments) {
   size_t words = (segments + MIA_BITS - 1) / MIA_BITS;
   size_t meta = sizeof(mia_arena_t) + (3 * words + segments) * sizeof(uint64_t);

@@ -131,8 +131,8 @@ void mia_theap_process_remote(mia_theap_t *theap) {
 
 /* The first page of the bin with a free block, moving exhausted pages to
  * the full list on the way; NULL when none has room.  Inlined into both
- * callers: as a call it cost the refill of every page 0.6 instructions per
- * malloc+free pair (bench/run --fastpath). */
+ * callers: as a call it added 0.6 instructions per malloc+free pair to the
+ * amortised refill (bench/run --fastpath). */
 static mia_always_inline mia_page_t *mia_bin_page_with_room(mia_theap_t *theap, uint8_t bin) {
   mia_page_queue_t *pq = &theap->pages[bin];
   mia_page_t *page = pq->first;
