@@ -8,6 +8,7 @@
  */
 #include "internal.h"
 #include "tls.h"
+#include "fastpath.h"
 
 static bool mia_is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
@@ -150,6 +151,8 @@ void *mia_realloc_aligned(mia_theap_t *theap, void *p, size_t newsize, size_t al
     errno = mia_alloc_error(EINVAL, 1, newsize, alignment);
     return NULL;
   }
+  mia_page_t *page;
+  if (mia_unlikely(!mia_realloc_source_ok(p, &page))) return NULL;
   size_t size = mia_usable_size(p);
   if (newsize <= size && newsize >= size / 2 && (((uintptr_t)p + offset) & (alignment - 1)) == 0 &&
       !mia_annotated())

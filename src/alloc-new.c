@@ -132,7 +132,9 @@ mia_export void *mi_new_realloc(void *p, size_t newsize) {
   for (;;) {
     void *q = mi_realloc(p, newsize);
     if (q != NULL) return q;
-    if (!mia_try_new_handler(false)) return NULL;
+    /* only a lack of memory is the new handler's business, not a p that
+     * is no live block (EINVAL, reported) */
+    if (errno != ENOMEM || !mia_try_new_handler(false)) return NULL;
   }
 }
 

@@ -57,15 +57,13 @@ mia_export size_t mi_good_size(size_t size) {
 }
 
 /* realloc: stay in place while the new size fits and does not waste more
- * than half the block; otherwise move.  On failure p is untouched. */
+ * than half the block; otherwise move.  On failure p is untouched.  A p
+ * that is no live block gets NULL and EINVAL, after the report a free of
+ * it would make (a foreign pointer, or one freed already). */
 void *mia_realloc_zero(mia_theap_t *theap, void *p, size_t newsize, bool zero) {
   if (p == NULL) return mia_theap_malloc(theap, newsize, zero);
-  mia_page_t *page = mia_page_of(p);
-  if (mia_unlikely(page == NULL)) {
-    mia_free_invalid(p);
-    errno = EINVAL;
-    return NULL;
-  }
+  mia_page_t *page;
+  if (mia_unlikely(!mia_realloc_source_ok(p, &page))) return NULL;
   size_t size = mia_usable_size(p);
   if (newsize <= size && newsize >= size / 2 && !mia_annotated()) return p;
   if (page->is_huge && newsize > MIA_LARGE_MAX && !mia_padded() && !mia_annotated()) {

@@ -1,7 +1,7 @@
 /* check.c -- misuse detection: the double-free check of release builds
  * (MIA_FREE_MARK in internal.h), and the checks of secure and debug builds.
  *
- * Padded builds (--enable-secure or --enable-debug) end every block with a
+ * Padded builds (--enable-debug) end every block with a
  * 16-byte padding record: a canary keyed by the block's address and the
  * process secret, and the distance from the end of the program's bytes to
  * the record.  The bytes in between are filled with a pattern.  A free
@@ -32,11 +32,18 @@ typedef struct mia_padding_s {
   uint64_t delta;     /* bytes from the end of the program's bytes to here */
 } mia_padding_t;
 
-/* The one report of a second free of a block that is free already, in
- * every build and from every check that finds one. */
-void mia_report_double_free(const mia_page_t *page, const void *p) {
-  mia_error(EAGAIN, "free: double free of %p (block of %zu bytes)\n", p, page->block_size);
+/* The one report of a block that is free already, in every build and
+ * from every check that finds one: a second free, or a realloc (the same
+ * kind of misuse, the same code) that would hand the block out twice. */
+static void mia_report_freed(const char *op, size_t block_size, const void *p) {
+  if (op[0] == 'r')
+    mia_error(EAGAIN, "realloc: %p was freed already: a use after free (block of %zu bytes); it is left alone\n", p,
+              block_size);
+  else
+    mia_error(EAGAIN, "free: double free of %p (block of %zu bytes)\n", p, block_size);
 }
+
+void mia_report_double_free(const mia_page_t *page, const void *p) { mia_report_freed("free", page->block_size, p); }
 
 #if MIALLOC_PADDING
 
@@ -117,50 +124,52 @@ static size_t mia_size_class(const mia_page_t *page) {
   return page->is_huge ? page->block_size : page->block_size - MIA_PADDING_SIZE;
 }
 
-/* Is p a block mialloc handed out and has not taken back?  Reports and
- * returns false when the free must be ignored. */
-static bool mia_check_free_ptr(mia_page_t *page, void *p, uint8_t **block_out) {
+/* Is p a block mialloc handed out and has not taken back?  Reports (as
+ * a problem of op, "free" or "realloc") and returns false when the call
+ * must leave p alone. */
+static bool mia_check_free_ptr(mia_page_t *page, void *p, uint8_t **block_out, const char *op) {
   uint8_t *block = mia_page_block_start(page, p);
   *block_out = block;
   if (!page->is_huge) {
     size_t index = (size_t)(block - page->start) / page->block_size;
     if (index >= page->capacity) {
-      mia_error(EINVAL, "free: pointer %p was never allocated (in a page of %zu-byte blocks)\n", p,
+      mia_error(EINVAL, "%s: pointer %p was never allocated (in a page of %zu-byte blocks)\n", op, p,
                 mia_size_class(page));
       return false;
     }
     if ((uint8_t *)p != block && !(page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED))) {
-      mia_error(EINVAL, "free: pointer %p points into the middle of the %zu-byte block at %p\n", p,
+      mia_error(EINVAL, "%s: pointer %p points into the middle of the %zu-byte block at %p\n", op, p,
                 mia_size_class(page), (void *)block);
       return false;
     }
   } else if (mia_huge_interior(page, p)) {
-    mia_free_huge_interior(page, p);
+    mia_report_huge_interior(op, page, p);
     return false;
   }
   mia_padding_t *pad = mia_padding_of(page, block);
   if (pad->canary == mia_canary_freed(pad)) {
     size_t asked = pad->delta <= page->block_size - MIA_PADDING_SIZE
                        ? (size_t)((uint8_t *)pad - pad->delta - (uint8_t *)p) : mia_size_class(page);
-    mia_error(EAGAIN, "free: double free of %p (%zu bytes; block of %zu bytes)\n", p, asked, mia_size_class(page));
+    if (op[0] == 'r') mia_report_freed(op, mia_size_class(page), p);
+    else mia_error(EAGAIN, "free: double free of %p (%zu bytes; block of %zu bytes)\n", p, asked, mia_size_class(page));
     return false;
   }
   if (pad->canary != mia_canary_live(pad)) {
-    mia_error(EOVERFLOW, "free: heap overflow past block %p (block of %zu bytes): its canary was overwritten\n",
-              p, mia_size_class(page));
+    mia_error(EOVERFLOW, "%s: heap overflow past block %p (block of %zu bytes): its canary was overwritten\n",
+              op, p, mia_size_class(page));
     return true;   /* ours all the same: free it */
   }
   uint8_t *end = (uint8_t *)pad - pad->delta;
   if ((uint8_t *)p > end) {
-    mia_error(EINVAL, "free: pointer %p points past the end of the %zu-byte block at %p\n", p,
+    mia_error(EINVAL, "%s: pointer %p points past the end of the %zu-byte block at %p\n", op, p,
               mia_size_class(page), (void *)block);
     return false;
   }
   size_t check = pad->delta < MIA_PAD_CHECK ? pad->delta : MIA_PAD_CHECK;
   for (size_t i = 0; i < check; i++) {
     if (end[i] != MIA_PAD_FILL) {
-      mia_error(EOVERFLOW, "free: heap overflow past block %p (%zu bytes asked, block of %zu bytes): "
-                "byte %zu past the end was overwritten\n", p, (size_t)(end - (uint8_t *)p),
+      mia_error(EOVERFLOW, "%s: heap overflow past block %p (%zu bytes asked, block of %zu bytes): "
+                "byte %zu past the end was overwritten\n", op, p, (size_t)(end - (uint8_t *)p),
                 mia_size_class(page), i);
       break;
     }
@@ -205,7 +214,7 @@ void mia_free_checked(void *p) {
     return;
   }
   uint8_t *block;
-  if (!mia_check_free_ptr(page, p, &block)) return;
+  if (!mia_check_free_ptr(page, p, &block, "free")) return;
   mia_padding_t *pad = mia_padding_of(page, block);
   /* the profiler's header goes with the fill below: report it first (the
    * cookie is cleared, so the ordinary free does not report it again) */
@@ -435,34 +444,37 @@ void mia_free_secure_suspect(mia_page_t *page, void *p) {
   mia_free_generic(page, p);
 }
 
-/* Pages with offset blocks (aligned, sampled), huge and guarded blocks,
- * and pointers that are not a block start. */
-static mia_noinline void mia_free_secure_special(mia_page_t *page, void *p) {
-  if (page->is_guarded) {
-    mia_free_generic(page, p);
-    return;
-  }
+/* Is p a live block of its page (not a guarded one)?  Reports (as a
+ * problem of op, "free" or "realloc") and returns false when the call must
+ * leave p alone.  For pages with offset blocks (aligned, sampled), huge
+ * blocks and pointers that are not a block start. */
+static bool mia_secure_block_live(mia_page_t *page, void *p, const char *op) {
   /* huge blocks of aligned allocations start past the span's start */
   bool offsets = (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) != 0 || page->is_huge;
   uint8_t *block = mia_page_block_start(page, p);
   if (!page->is_huge) {
     size_t index = (size_t)(block - page->start) / page->block_size;
     if ((uint8_t *)p < page->start || index >= page->capacity) {
-      mia_error(EINVAL, "free: pointer %p was never allocated (in a page of %zu-byte blocks)\n", p, page->block_size);
-      return;
+      mia_error(EINVAL, "%s: pointer %p was never allocated (in a page of %zu-byte blocks)\n", op, p,
+                page->block_size);
+      return false;
     }
   }
   if ((uint8_t *)p != block && !offsets) {
-    mia_error(EINVAL, "free: pointer %p points into the middle of the %zu-byte block at %p\n", p,
+    mia_error(EINVAL, "%s: pointer %p points into the middle of the %zu-byte block at %p\n", op, p,
               page->block_size, (void *)block);
-    return;
+    return false;
   }
   if (!page->is_huge && mia_link_plausible(page, mia_link_decode(page, (uintptr_t)((mia_block_t *)block)->next)) &&
       mia_block_is_free(page, block)) {
-    mia_report_double_free(page, p);
-    return;
+    mia_report_freed(op, page->block_size, p);
+    return false;
   }
-  mia_free_generic(page, p);
+  return true;
+}
+
+static mia_noinline void mia_free_secure_special(mia_page_t *page, void *p) {
+  if (page->is_guarded || mia_secure_block_live(page, p, "free")) mia_free_generic(page, p);
 }
 
 /* Everything the fast path's owner test or block-start test turned away.
@@ -511,6 +523,61 @@ bool mia_debug_check_theap(mia_theap_t *theap) {
 }
 
 #endif
+
+/* ---- realloc's pointer ----
+ * realloc must not keep or move a block that is free already: kept, the
+ * program would hold a block that is on a free list too; moved, it would
+ * be freed a second time.  Each build checks what its free checks. */
+
+/* The ordinary blocks (not guarded, not a huge block's interior). */
+static bool mia_realloc_block_live(mia_page_t *page, void *p) {
+#if MIALLOC_PADDING
+  uint8_t *block;
+  return mia_check_free_ptr(page, p, &block, "realloc");
+#elif MIALLOC_SECURE
+  return mia_secure_block_live(page, p, "realloc");
+#elif MIA_FREE_MARK
+  /* as the generic free: the block start first where blocks have offsets,
+   * and a block held by thinning before its mark is read */
+  void *block = p;
+  if ((page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED | MIA_PAGE_HAS_HELD)) && !page->is_huge) {
+    block = mia_page_block_start(page, p);
+    if (mia_page_block_held(page, block)) {
+      mia_report_freed("realloc", page->block_size, p);
+      return false;
+    }
+  }
+  if (page->is_huge || !mia_block_marked_free(block)) return true;
+  uintptr_t owner = page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
+  if (owner != 0 && owner == mia_prim_thread_id() && !mia_block_is_free(page, block)) return true;
+  mia_report_freed("realloc", page->block_size, p);
+  return false;
+#else
+  /* tools builds: Valgrind or ASan reports the misuse */
+  (void)page, (void)p;
+  return true;
+#endif
+}
+
+bool mia_realloc_check(mia_page_t *page, void *p) {
+  if (page->is_guarded) {
+    void *block = mia_guarded_block_start(page, p);
+    if (mia_guarded_usable(page, block) == 0) {
+      mia_error(EAGAIN, "realloc: guarded block %p was freed already: a use after free; it is left alone\n", p);
+      return false;
+    }
+    if (block != p) {
+      mia_error(EINVAL, "realloc: pointer %p points into the middle of guarded block %p\n", p, block);
+      return false;
+    }
+    return true;
+  }
+  if (mia_huge_interior(page, p)) {
+    mia_report_huge_interior("realloc", page, p);
+    return false;
+  }
+  return mia_realloc_block_live(page, p);
+}
 
 void mia_free_list_corrupted(const mia_page_t *page, const mia_block_t *b, uintptr_t link) {
   atomic_fetch_add(&mia_corruptions, 1);

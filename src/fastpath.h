@@ -110,6 +110,34 @@ static inline void mia_free_secure(void *p) {
 }
 #endif
 
+/* realloc's pointer: may realloc keep or move it?  Not when it is no
+ * live block: what a free of it would report is reported (a foreign
+ * pointer; one freed already, check.c), errno is set to EINVAL and realloc
+ * leaves it alone.  The common case is decided here, with the checks the
+ * build's free makes first: a plain block that does not look free. */
+static inline bool mia_realloc_source_ok(void *p, mia_page_t **page_out) {
+  mia_page_t *page = *page_out = mia_page_of(p);
+  if (mia_unlikely(page == NULL)) {
+    mia_free_invalid(p);
+    errno = EINVAL;
+    return false;
+  }
+  bool plain = (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED | MIA_PAGE_HAS_HELD)) == 0 &&
+               !page->is_huge && !page->is_guarded;
+#if MIALLOC_SECURE && !MIALLOC_PADDING
+  if (mia_likely(plain && mia_block_index_exact(page, p) < page->capacity &&
+                 !mia_link_plausible(page, mia_link_decode(page, (uintptr_t)((mia_block_t *)p)->next))))
+    return true;
+#elif MIA_FREE_MARK
+  if (mia_likely(plain && !mia_block_marked_free(p))) return true;
+#else
+  (void)plain;
+#endif
+  if (mia_realloc_check(page, p)) return true;
+  errno = EINVAL;
+  return false;
+}
+
 static inline void mia_free_inline(void *p) {
 #if MIA_ANNOTATED
   mia_annot_free(p);

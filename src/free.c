@@ -76,8 +76,8 @@ static mia_noinline void mia_free_generic_marked(mia_page_t *page, void *p, mia_
   mia_free_block(page, p, block);
 }
 
-void mia_free_huge_interior(const mia_page_t *page, const void *p) {
-  mia_error(EINVAL, "free: pointer %p points into the middle of the huge block at %p (%zu bytes)\n", p,
+void mia_report_huge_interior(const char *op, const mia_page_t *page, const void *p) {
+  mia_error(EINVAL, "%s: pointer %p points into the middle of the huge block at %p (%zu bytes)\n", op, p,
             (void *)page->start, page->block_size);
 }
 
@@ -87,7 +87,7 @@ void mia_free_generic(mia_page_t *page, void *p) {
     return;
   }
   if (mia_unlikely(mia_huge_interior(page, p))) {
-    mia_free_huge_interior(page, p);
+    mia_report_huge_interior("free", page, p);
     return;
   }
   mia_block_t *block = (mia_block_t *)p;

@@ -271,7 +271,7 @@ static inline bool mia_huge_interior(const mia_page_t *page, const void *p) {
   return page->is_huge && (const uint8_t *)p != page->start &&
          (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) == 0;
 }
-void mia_free_huge_interior(const mia_page_t *page, const void *p) mia_cold;
+void mia_report_huge_interior(const char *op, const mia_page_t *page, const void *p) mia_cold;
 void mia_free_remote(mia_page_t *page, mia_block_t *block);
 
 /* Release builds mark every freed block's second word with a per-process
@@ -448,6 +448,7 @@ bool mia_free_is_double(mia_page_t *page, const void *block, bool owner) mia_noi
 void mia_report_double_free(const mia_page_t *page, const void *p) mia_cold;
 void mia_free_marked(mia_page_t *page, void *p) mia_noinline;
 void mia_free_secure_suspect(mia_page_t *page, void *p) mia_noinline;
+bool mia_realloc_check(mia_page_t *page, void *p) mia_noinline;
 void mia_padding_set(void *p, size_t size);
 size_t mia_padding_usable(const mia_page_t *page, const void *p);
 void mia_check_fresh_blocks(mia_page_t *page, uint8_t *first, size_t n);

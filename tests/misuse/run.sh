@@ -158,14 +158,18 @@ kind_double='double'
 kind_interior='interior|middle|not the start|not a block|invalid'
 kind_overflow='overflow|canary|padding'
 kind_uaf='use.after.free|modified|overwritten|written|corrupt'
+kind_freed='freed already.*use after free'
 kind_freelist='corrupt|free.list'
 
 if [ $asan = yes ]; then
-  for c in double-free free-interior overflow-1 overflow-64 uaf-write-first uaf-write-middle; do
+  for c in double-free free-interior overflow-1 overflow-64 uaf-write-first uaf-write-middle realloc-freed; do
     skip "$c ($mode)" "AddressSanitizer build: ASan reports misuse first (tests/tools/test-asan.sh)"
   done
 elif [ $detect = yes ]; then
   detected "double free" double-free "" "$kind_double" EAGAIN 64
+  detected "realloc of a freed block to its size" realloc-freed same "$kind_freed" EAGAIN 64
+  detected "realloc of a freed block to a larger size" realloc-freed grow "$kind_freed" EAGAIN 64
+  detected "realloc of an interior pointer" realloc-freed interior "$kind_interior" EINVAL ""
   detected "free of an interior pointer" free-interior "" "$kind_interior" EINVAL ""
   # the interior free left the block live: freeing it properly was silent
   run free-interior --
@@ -228,10 +232,13 @@ else
   # to Valgrind
   if [ $valgrind = yes ]; then
     skip "double-free ($mode)" "Valgrind build: memcheck reports double frees (tests/tools)"
+    skip "realloc-freed ($mode)" "Valgrind build: memcheck reports the use after free (tests/tools)"
   else
     detected "double free" double-free "" "$kind_double" EAGAIN 64
+    detected "realloc of a freed block to its size" realloc-freed same "$kind_freed" EAGAIN 64
+    detected "realloc of a freed block to a larger size" realloc-freed grow "$kind_freed" EAGAIN 64
   fi
-  for c in free-interior overflow-1 overflow-64 uaf-write-first uaf-write-middle; do
+  for c in free-interior realloc-interior overflow-1 overflow-64 uaf-write-first uaf-write-middle; do
     skip "$c ($mode)" "release build: this misuse is undefined behaviour (detected in secure and debug builds)"
   done
 fi
