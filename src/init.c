@@ -88,10 +88,13 @@ static void mia_thread_done_cb(void *value);
 
 /* Every lock is taken around fork, so that none is held in the child by
  * a thread that does not exist there (see mia_lock_fork_prepare for the
- * one exception).  In the order the allocator nests them: thread
- * teardown, the guarded slots (whose new slot segments come from the
- * arenas), heaps and arenas, then the page map (arena work updates it). */
+ * one exception).  First the C library's stdio list lock, which glibc
+ * orders before malloc's locks (prim/linux.c); then ours in the order the
+ * allocator nests them: thread teardown, the guarded slots (whose new slot
+ * segments come from the arenas), heaps and arenas, then the page map
+ * (arena work updates it). */
 static void mia_fork_prepare(void) {
+  mia_prim_fork_stdio_lock();
   mia_lock_fork_prepare(&mia_td_lock);
   mia_guarded_fork(MIA_FORK_PREPARE);
   mia_subprocs_fork_prepare();
@@ -103,6 +106,7 @@ static void mia_fork_parent(void) {
   mia_subprocs_fork_parent();
   mia_guarded_fork(MIA_FORK_PARENT);
   mia_lock_fork_parent(&mia_td_lock);
+  mia_prim_fork_stdio_unlock(false);
 }
 
 static void mia_fork_child(void) {
@@ -110,6 +114,7 @@ static void mia_fork_child(void) {
   mia_subprocs_fork_child();
   mia_guarded_fork(MIA_FORK_CHILD);
   mia_lock_fork_child(&mia_td_lock);
+  mia_prim_fork_stdio_unlock(true);
   mia_purge_fork_child();
 }
 

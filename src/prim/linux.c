@@ -377,6 +377,32 @@ bool mia_prim_is_privileged(void) {
   return getuid() != geteuid() || getgid() != getegid();
 }
 
+/* glibc's fork takes its stdio list lock after the atfork handlers have
+ * run, so a fork handler that takes locks malloc needs inverts the order
+ * glibc keeps for its own malloc (list lock first, malloc's locks after:
+ * getdelim allocates holding a FILE's lock, and fflush(NULL) holds the
+ * list lock while it waits for that FILE).  A forking thread holding our
+ * locks would wait for the list lock, a flushing thread for the FILE, and
+ * the reading thread in malloc for our lock.  So the prepare handler
+ * takes the list lock first: it is recursive, fork takes it again, and
+ * releases its own take in the parent before our parent handler releases
+ * ours.  In the child it is reset (glibc resets it there itself when the
+ * parent had threads; resetting twice is harmless).  Weak references: a C
+ * library without these functions has no such lock to order against. */
+extern void _IO_list_lock(void) __attribute__((weak));
+extern void _IO_list_unlock(void) __attribute__((weak));
+extern void _IO_list_resetlock(void) __attribute__((weak));
+
+void mia_prim_fork_stdio_lock(void) {
+  if (_IO_list_lock != NULL && _IO_list_unlock != NULL && _IO_list_resetlock != NULL) _IO_list_lock();
+}
+
+void mia_prim_fork_stdio_unlock(bool child) {
+  if (_IO_list_lock == NULL || _IO_list_unlock == NULL || _IO_list_resetlock == NULL) return;
+  if (child) _IO_list_resetlock();
+  else _IO_list_unlock();
+}
+
 static char ascii_upper(char c) { return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c; }
 
 /* Whether entry ("NAME=value") starts with the len characters of name. */

@@ -71,6 +71,10 @@ void     mia_prim_yield(void);
 
 /* Process. */
 bool   mia_prim_is_privileged(void);    /* setuid/setgid/AT_SECURE */
+/* Around fork: the C library's stdio list lock, taken before the
+ * allocator's locks (see linux.c); child: reset, not released. */
+void   mia_prim_fork_stdio_lock(void);
+void   mia_prim_fork_stdio_unlock(bool child);
 bool   mia_prim_getenv(const char *name, char *buf, size_t bufsize);
 bool   mia_prim_env_has_prefix(const char *prefix);
 void   mia_prim_write_stderr(const char *msg, size_t len);

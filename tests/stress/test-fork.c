@@ -1,9 +1,12 @@
 /* test-fork.c -- fork in a multi-threaded program while other threads are
  * inside the allocator (including its locks: huge allocations and new
  * segments take the arena lock, guarded sampling its slot lock).  The
- * child must be able to allocate.  And fork from a signal handler that
+ * child must be able to allocate.  Fork from a signal handler that
  * interrupted the thread inside the allocator, holding a lock: the fork
- * must not wait for it. */
+ * must not wait for it.  And fork while other threads allocate holding a
+ * stdio FILE's lock (getline) and flush every FILE (fflush(NULL)): the
+ * allocator's fork handler must not invert the order of glibc's stdio
+ * list lock and the allocator's locks. */
 #include "mialloc.h"
 #include "../tap.h"
 
@@ -91,10 +94,63 @@ static void signal_fork_scenario(void) {
   _exit(0);
 }
 
-/* Runs the scenario in a child, so that a deadlock is a failure, not a hang. */
-static bool signal_fork_finishes(void) {
+/* ---- fork against stdio ---- */
+
+static FILE *shared_file;
+
+static void *forker(void *arg) {
+  (void)arg;
+  while (!atomic_load(&stop)) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    if (pid > 0) waitpid(pid, NULL, 0);
+  }
+  return NULL;
+}
+
+static void *flusher(void *arg) {
+  (void)arg;
+  while (!atomic_load(&stop)) fflush(NULL);
+  return NULL;
+}
+
+/* A new thread's first malloc (its thread data: a lock) is made by
+ * getline, holding the shared FILE's lock, which fflush(NULL) waits for
+ * holding the list lock, which fork waits for. */
+static void *reader(void *arg) {
+  (void)arg;
+  char *line = NULL;
+  size_t n = 0;
+  if (getline(&line, &n, shared_file) < 0) rewind(shared_file);
+  free(line);
+  return NULL;
+}
+
+static void stdio_fork_scenario(void) {
+  shared_file = tmpfile();
+  if (shared_file == NULL) _exit(2);
+  for (int i = 0; i < 100; i++) fprintf(shared_file, "line %d of the shared file\n", i);
+  rewind(shared_file);
+  atomic_store(&stop, 0);
+  pthread_t f, g;
+  pthread_create(&f, NULL, forker, NULL);
+  pthread_create(&g, NULL, flusher, NULL);
+  for (int i = 0; i < 3000; i++) {
+    /* the second half: each block a guarded sample (the slot lock) */
+    if (i == 1500) mi_heap_guarded_set_sample_rate(mi_heap_main(), 1, 0);
+    pthread_t t;
+    if (pthread_create(&t, NULL, reader, NULL) == 0) pthread_join(t, NULL);
+  }
+  atomic_store(&stop, 1);
+  pthread_join(f, NULL);
+  pthread_join(g, NULL);
+  _exit(0);
+}
+
+/* Runs a scenario in a child, so that a deadlock is a failure, not a hang. */
+static bool scenario_finishes(void (*scenario)(void)) {
   pid_t pid = fork();
-  if (pid == 0) signal_fork_scenario();
+  if (pid == 0) scenario();
   for (int waited = 0; waited < 300; waited++) {   /* 30 s */
     int status;
     if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -118,7 +174,9 @@ int main(void) {
   mi_heap_guarded_set_sample_rate(mi_heap_main(), 0, 0);
   TAP_OK(ok == 50, "%d of 50 children forked amid threads taking guarded samples could allocate", ok);
 
-  TAP_OK(signal_fork_finishes(),
+  TAP_OK(scenario_finishes(signal_fork_scenario),
          "400 forks from a signal handler that interrupts allocations holding the arena lock: no deadlock");
+  TAP_OK(scenario_finishes(stdio_fork_scenario),
+         "fork while new threads allocate inside getline and another thread runs fflush(NULL): no deadlock");
   return tap_done();
 }
