@@ -314,6 +314,26 @@ bool mia_arena_serves(mia_subproc_t *sp, const void *segment, const mia_arena_t 
   return fits;
 }
 
+/* fn on every segment claimed from sp's arenas, with the arena lock held
+ * so that none is given back (and decommitted) meanwhile; fn returns how
+ * many segments the span starting there covers, and must not take the
+ * arena lock.  For figures such as mallinfo's: the pages in a segment
+ * change under it as their owners allocate. */
+void mia_arenas_visit_claimed(mia_subproc_t *sp, size_t (*fn)(mia_segment_t *seg, void *arg), void *arg) {
+  mia_lock(&sp->lock);
+  for (mia_arena_t *a = sp->arenas; a != NULL; a = a->next) {
+    for (size_t i = 0; i < a->segment_count;) {
+      if (!bit_get(a->used_map, i)) {
+        i++;
+        continue;
+      }
+      size_t span = fn((mia_segment_t *)(a->base + i * MIA_SEGMENT_SIZE), arg);
+      i += span > 0 ? span : 1;
+    }
+  }
+  mia_unlock(&sp->lock);
+}
+
 /* guards: the guards the last of the segments leaves set, for the next
  * user (the others have none). */
 void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count, uint64_t guards) {

@@ -386,6 +386,9 @@ mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, si
                                         uint64_t keep, uint64_t *guards);
 mia_arena_t *mia_arena_by_id(mia_subproc_t *sp, int id);
 void mia_arenas_destroy(mia_subproc_t *sp);
+void mia_arenas_visit_claimed(mia_subproc_t *sp, size_t (*fn)(mia_segment_t *seg, void *arg), void *arg);
+void mia_subprocs_visit_claimed(size_t (*fn)(mia_segment_t *seg, void *arg), void *arg);
+size_t mia_stats_live_bytes(void);
 void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count, uint64_t guards);
 void mia_arenas_purge(mia_subproc_t *sp, bool force);
 size_t mia_arena_reserved_total(void);

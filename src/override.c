@@ -71,17 +71,22 @@ mia_export int malloc_trim(size_t pad) {
   return 1;
 }
 
-/* mallinfo/mallinfo2 answer from mialloc's own numbers: the arena figure
- * is the resident set, hblkhd the live huge allocations. */
+/* mallinfo/mallinfo2 answer from mialloc's own numbers, in glibc's terms:
+ * arena is the memory held outside huge blocks (committed), uordblks the
+ * bytes of the blocks handed out there (a walk over the pages: glibc's
+ * mallinfo walks its bins too), fordblks the rest; hblks and hblkhd are
+ * the live huge blocks, which glibc would have mapped on their own.  The
+ * free-chunk counts have no counterpart and stay 0. */
 static void mia_fill_mallinfo2(struct mallinfo2 *mi) {
   memset(mi, 0, sizeof *mi);
-  size_t rss = mia_prim_current_rss();
-  mi->arena = rss;
+  int64_t huge = mia_stats_global.huge.current > 0 ? mia_stats_global.huge.current : 0;
+  int64_t committed = mia_stats_global.committed.current - huge;
+  size_t live = mia_stats_live_bytes();
+  mi->arena = committed > 0 && (size_t)committed > live ? (size_t)committed : live;
+  mi->uordblks = live;
+  mi->fordblks = mi->arena - live;
   mi->hblks = mia_stats_global.huge_blocks.current > 0 ? (size_t)mia_stats_global.huge_blocks.current : 0;
-  mi->hblkhd = mia_stats_global.huge.current > 0 ? (size_t)mia_stats_global.huge.current : 0;
-  mi->uordblks = rss;
-  mi->usmblks = 0;
-  mi->keepcost = 0;
+  mi->hblkhd = (size_t)huge;
 }
 
 mia_export struct mallinfo2 mallinfo2(void) {
@@ -101,5 +106,6 @@ mia_export struct mallinfo mallinfo(void) {
   m.hblks = mia_clamp_int(m2.hblks);
   m.hblkhd = mia_clamp_int(m2.hblkhd);
   m.uordblks = mia_clamp_int(m2.uordblks);
+  m.fordblks = mia_clamp_int(m2.fordblks);
   return m;
 }

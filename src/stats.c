@@ -69,6 +69,38 @@ void mia_stat_page(const mia_page_t *page, int delta) {
 
 /* A huge span is in use, and committed, as a whole from the moment it is
  * handed out (its first write may come any time). */
+/* The bytes of the blocks handed out in seg's pages (huge spans: none,
+ * they are counted apart); how many segments seg's span covers.  Remote
+ * frees not yet taken in by the owner count as freed.  Read while owners
+ * allocate: a snapshot, exact when the other threads are idle. */
+static size_t mia_count_live(mia_segment_t *seg, void *arg) {
+  size_t *live = arg;
+  /* a segment being set up, or the rest of a span the walk got into */
+  if (seg->cookie != ((uintptr_t)seg ^ mia_process_secret)) return 1;
+  size_t span = seg->size / MIA_SEGMENT_SIZE;
+  if (span == 0) return 1;
+  if (seg->is_huge) return span;
+  uint64_t used_mask = seg->used_mask;
+  for (size_t idx = 1; idx < MIA_SEGMENT_SLICES;) {
+    const mia_page_t *page = &seg->pages[idx];
+    size_t slices = page->slice_count;
+    if (((used_mask >> idx) & 1) && slices > 0 && !page->is_guarded && !page->is_huge) {
+      uint32_t used = __atomic_load_n(&page->used, __ATOMIC_RELAXED);
+      uint32_t pending = mia_tf_count(atomic_load_explicit(&page->thread_free, memory_order_relaxed));
+      if (pending < used) *live += (size_t)(used - pending) * page->block_size;
+    }
+    idx += slices > 0 ? slices : 1;
+  }
+  return span;
+}
+
+/* Bytes of live blocks outside huge spans, in every sub-process (mallinfo). */
+size_t mia_stats_live_bytes(void) {
+  size_t live = 0;
+  mia_subprocs_visit_claimed(mia_count_live, &live);
+  return live;
+}
+
 void mia_stat_huge(int64_t bytes, int blocks) {
   if (blocks != 0) mia_stat_add(&mia_stats_global.huge_blocks, blocks);
   mia_stat_add(&mia_stats_global.huge, bytes);

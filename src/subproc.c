@@ -23,6 +23,14 @@ static mia_subproc_t *mia_subproc_check(mi_subproc_id_t id, const char *what) {
   return s;
 }
 
+/* mia_arenas_visit_claimed over every sub-process's arenas. */
+void mia_subprocs_visit_claimed(size_t (*fn)(mia_segment_t *seg, void *arg), void *arg) {
+  mia_arenas_visit_claimed(&mia_subproc_main, fn, arg);
+  mia_lock(&mia_subprocs_lock);
+  for (mia_subproc_t *sp = mia_subprocs; sp != NULL; sp = sp->next) mia_arenas_visit_claimed(sp, fn, arg);
+  mia_unlock(&mia_subprocs_lock);
+}
+
 mia_export mi_subproc_id_t mi_subproc_main(void) { return &mia_subproc_main; }
 
 mia_export mi_subproc_id_t mi_subproc_new(void) {

@@ -235,7 +235,17 @@ static void test_misc(void) {
   TAP_OK(errno == EDOM, "cfree(NULL) does nothing");
 }
 
+/* memory no malloc handed out: mallinfo's uordblks must not count it */
+static char not_heap[8 << 20];
+
 static void test_mallinfo(void) {
+  struct mallinfo2 start = mallinfo2();
+  memset(not_heap, 4, sizeof not_heap);
+  sink = not_heap;
+  struct mallinfo2 touched = mallinfo2();
+  size_t moved = touched.uordblks > start.uordblks ? touched.uordblks - start.uordblks : start.uordblks - touched.uordblks;
+  TAP_OK(moved < 64 * KiB, "mallinfo2: uordblks ignores 8 MiB of static memory written (%zu -> %zu)", start.uordblks,
+         touched.uordblks);
   /* a few MiB live and touched: small, medium and one huge block */
   enum { NSMALL = 2000 };
   void **small = malloc(NSMALL * sizeof *small);
@@ -261,6 +271,12 @@ static void test_mallinfo(void) {
   TAP_OK(m.uordblks > 0 && m.uordblks <= m.arena + m.hblkhd, "mallinfo2: 0 < uordblks (%zu) <= arena + hblkhd (%zu)",
          m.uordblks, m.arena + m.hblkhd);
   TAP_OK(m.arena < ((size_t)1 << 46), "mallinfo2().arena is a plausible size (%zu)", m.arena);
+  /* glibc's meaning: bytes handed out outside the mmapped (huge) blocks */
+  size_t small_live = NSMALL * 500 + 200 * KiB;
+  TAP_OK(m.uordblks >= touched.uordblks + small_live && m.uordblks <= touched.uordblks + 2 * small_live,
+         "mallinfo2: uordblks grows by the %zu bytes handed out in small and medium blocks, give or take their "
+         "rounding (%zu -> %zu)", small_live, touched.uordblks, m.uordblks);
+  TAP_OK(m.fordblks == m.arena - m.uordblks, "mallinfo2: fordblks (%zu) = arena - uordblks", m.fordblks);
   TAP_OK(m.hblkhd >= before.hblkhd + huge_sz, "mallinfo2: hblkhd grows by the 8 MiB huge block (%zu -> %zu)",
          before.hblkhd, m.hblkhd);
   TAP_OK(m.hblks >= 1 && m.hblks == before.hblks + 1, "mallinfo2: hblks counts the huge block (%zu -> %zu)", before.hblks, m.hblks);
@@ -288,6 +304,9 @@ static void test_mallinfo(void) {
   for (int i = 0; small && i < NSMALL; i++) free(small[i]);
   free(small);
   free(medium);
+  struct mallinfo2 freed = mallinfo2();
+  TAP_OK(freed.uordblks + small_live <= m.uordblks,
+         "mallinfo2: uordblks drops by the small and medium blocks freed (%zu -> %zu)", m.uordblks, freed.uordblks);
 }
 
 /* The glibc-internal names, found the way a program or library finds them. */
