@@ -492,5 +492,5 @@ static void mia_guard_segv(int sig, void *addr, void *info, void *ctx) {
     mia_guard_old_plain(sig);
     return;
   }
-  mia_prim_default_segv();
+  mia_prim_default_segv(info);
 }

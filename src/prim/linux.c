@@ -261,6 +261,8 @@ static void mia_segv_call_prev(int sig, void *addr, void *info, void *ctx) {
   mia_segv_prev_action(sig, (siginfo_t *)info, ctx);
 }
 
+static bool mia_segv_prev_ignored;   /* the program had SIGSEGV ignored */
+
 bool mia_prim_on_segv(mia_prim_fault_fun *fn, mia_prim_fault_fun **old_fun, void (**old_plain)(int)) {
   struct sigaction sa, old;
   memset(&sa, 0, sizeof sa);
@@ -277,12 +279,25 @@ bool mia_prim_on_segv(mia_prim_fault_fun *fn, mia_prim_fault_fun **old_fun, void
   } else if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN) {
     *old_plain = old.sa_handler;
   }
+  mia_segv_prev_ignored = !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN;
   return true;
 }
 
-/* Back to the default action: the faulting access, retried, ends the
- * process with SIGSEGV as it would have without us. */
-void mia_prim_default_segv(void) { signal(SIGSEGV, SIG_DFL); }
+/* What the signal would have done without us.  A fault: back to the
+ * default action, and the faulting access, retried when the handler
+ * returns, ends the process with SIGSEGV.  A SIGSEGV sent by kill or
+ * raise has no access to retry: it is raised again under the default
+ * action (the handler runs with SA_NODEFER, so it is delivered at once),
+ * or ignored if the program ignored it.  Python's faulthandler, for one,
+ * puts the previous handler back and raises the signal again, expecting
+ * the process to die. */
+void mia_prim_default_segv(const void *info) {
+  const siginfo_t *si = info;
+  bool sent = si != NULL && si->si_code <= 0;   /* SI_USER, SI_TKILL, SI_QUEUE */
+  if (sent && mia_segv_prev_ignored) return;
+  signal(SIGSEGV, SIG_DFL);
+  if (sent) raise(SIGSEGV);
+}
 
 void *mia_prim_reserve_huge_pages(size_t size) {
 #ifdef MAP_HUGETLB

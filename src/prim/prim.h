@@ -51,7 +51,7 @@ void   mia_prim_guard_off(void *p, size_t size, size_t guards, bool replaceable)
  * handler), both NULL for the default action or SIG_IGN. */
 typedef void (mia_prim_fault_fun)(int sig, void *addr, void *info, void *ctx);
 bool   mia_prim_on_segv(mia_prim_fault_fun *fn, mia_prim_fault_fun **old_fun, void (**old_plain)(int));
-void   mia_prim_default_segv(void);
+void   mia_prim_default_segv(const void *info);   /* the handler's siginfo_t */
 void  *mia_prim_reserve_huge_pages(size_t size);
 void   mia_prim_no_thp(void *p, size_t size);
 void   mia_prim_no_dump(void *p, size_t size);

@@ -58,6 +58,48 @@ static bool write_traps(volatile uint8_t *p) {
   return pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV;
 }
 
+/* A SIGSEGV sent rather than caused by a fault, while mialloc's handler
+ * (guard pages, guarded sampling) is installed, must still end the
+ * process: raised, sent by kill, and raised again by a handler installed
+ * after ours that puts ours back first, as Python's faulthandler does.
+ * Ours used to restore the default action and return, which ends the
+ * process for a fault (the access is retried) but let a sent signal go. */
+static struct sigaction later_prev;
+
+static void later_handler(int sig) {
+  sigaction(SIGSEGV, &later_prev, NULL);
+  raise(sig);
+}
+
+static bool dies_of_sent_segv(int how) {
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (how == 2) {
+      struct sigaction sa;
+      memset(&sa, 0, sizeof sa);
+      sa.sa_handler = later_handler;
+      sigemptyset(&sa.sa_mask);
+      sigaction(SIGSEGV, &sa, &later_prev);
+    }
+    if (how == 1) kill(getpid(), SIGSEGV);
+    else raise(SIGSEGV);
+    _exit(0);
+  }
+  int st;
+  return pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV;
+}
+
+static void check_sent_segv(void) {
+  mia_guard_handler_ensure();
+  struct sigaction cur;
+  sigaction(SIGSEGV, NULL, &cur);
+  TAP_OK((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction != NULL, "mialloc's SIGSEGV handler is installed");
+  TAP_OK(dies_of_sent_segv(0), "raise(SIGSEGV) with mialloc's handler installed ends the process (SIGSEGV)");
+  TAP_OK(dies_of_sent_segv(1), "kill(getpid(), SIGSEGV) with mialloc's handler installed ends the process (SIGSEGV)");
+  TAP_OK(dies_of_sent_segv(2), "a later handler that puts mialloc's back and raises SIGSEGV again ends the process");
+}
+
 /* Secure builds: a heap of n blocks above the guarded sampling window, so
  * only page guards are placed (n / 11 pages: 11 blocks of 5000 bytes fit
  * in a one-slice page); its mappings may grow by max_growth at most. */
@@ -148,6 +190,9 @@ static void check_budget(const char *how) {
 }
 
 int main(void) {
+#if !MIALLOC_ASAN   /* ASan's handler comes before ours and ends the process its own way */
+  check_sent_segv();
+#endif
   bool markers = kernel_markers();
   tap_diag("the kernel %s guard markers", markers ? "has" : "has no");
   check_guards("kernel as is", markers);
