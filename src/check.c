@@ -400,12 +400,18 @@ static mia_unused bool mia_block_is_free(mia_page_t *page, const void *p) {
 
 /* ---- release builds: the free mark (MIA_FREE_MARK in internal.h) ---- */
 
-/* A block with the free mark is freed again: a double free, unless live
- * data matches the 64-bit mark by chance.  The owner looks on the page's
- * lists to be sure; another thread cannot (the owner changes them
- * meanwhile) and takes the mark's word.  true: reported, free dropped. */
+/* Is a block with the free mark free indeed?  Yes, unless live data
+ * matches the 64-bit mark by chance.  The owner looks on the page's lists
+ * to be sure; another thread cannot (the owner changes them meanwhile)
+ * and takes the mark's word. */
+static bool mia_marked_block_free(mia_page_t *page, const void *block, bool owner) {
+  return !owner || mia_block_is_free(page, block);
+}
+
+/* A block with the free mark freed again: true when it is a double free
+ * (reported, the free dropped). */
 bool mia_free_is_double(mia_page_t *page, const void *block, bool owner) {
-  if (owner && !mia_block_is_free(page, block)) return false;
+  if (!mia_marked_block_free(page, block, owner)) return false;
   mia_report_double_free(page, block);
   return true;
 }
@@ -549,7 +555,7 @@ static bool mia_realloc_block_live(mia_page_t *page, void *p) {
   }
   if (page->is_huge || !mia_block_marked_free(block)) return true;
   uintptr_t owner = page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
-  if (owner != 0 && owner == mia_prim_thread_id() && !mia_block_is_free(page, block)) return true;
+  if (!mia_marked_block_free(page, block, owner != 0 && owner == mia_prim_thread_id())) return true;
   mia_report_freed("realloc", page->block_size, p);
   return false;
 #else

@@ -67,8 +67,6 @@ void mia_stat_page(const mia_page_t *page, int delta) {
   mia_stat_add(&mia_stats_global.in_use, delta * (int64_t)page->slice_count * (int64_t)MIA_SLICE_SIZE);
 }
 
-/* A huge span is in use, and committed, as a whole from the moment it is
- * handed out (its first write may come any time). */
 /* The bytes of the blocks handed out in seg's pages (huge spans: none,
  * they are counted apart); how many segments seg's span covers.  Remote
  * frees not yet taken in by the owner count as freed.  Read while owners
@@ -101,6 +99,8 @@ size_t mia_stats_live_bytes(void) {
   return live;
 }
 
+/* A huge span is in use, and committed, as a whole from the moment it is
+ * handed out (its first write may come any time). */
 void mia_stat_huge(int64_t bytes, int blocks) {
   if (blocks != 0) mia_stat_add(&mia_stats_global.huge_blocks, blocks);
   mia_stat_add(&mia_stats_global.huge, bytes);
