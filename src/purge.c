@@ -5,7 +5,11 @@
  * then sits idle would keep those forever, so once enough dirty memory is
  * waiting (MIA_PURGE_THREAD_MIN) a background thread is started that
  * sleeps until the next deadline and purges the arenas.  Small programs
- * never start it: most processes stay single-threaded.
+ * never start it: most processes stay single-threaded.  Once nothing has
+ * waited for MIA_PURGE_THREAD_LINGER_MS it exits, so a program that had a
+ * big burst is single-threaded again when it later calls what refuses
+ * multi-threaded callers (unshare(CLONE_NEWUSER), setns into a user
+ * namespace); the next 64 MiB starts a new one.
  */
 #include "internal.h"
 
@@ -13,11 +17,26 @@
 #include <signal.h>
 
 #define MIA_PURGE_THREAD_MIN (16 * MIA_SEGMENT_SIZE)
+#define MIA_PURGE_THREAD_LINGER_MS 1000
 
 static _Atomic(int) mia_purge_state;      /* 0 none, 1 starting/running */
 static _Atomic(int) mia_purge_wakeups;    /* futex word: bumped by new work */
 static _Atomic(int) mia_purge_idle;       /* 1 while it waits with no deadline */
 static _Atomic(size_t) mia_purge_pending; /* dirty bytes waiting in arenas */
+
+/* The thread has had nothing to do for a whole linger: may it exit?
+ * mia_purge_schedule bumps the counter before it reads the state, and we
+ * clear the state before we read the counter, all seq_cst: either we see
+ * its bump and stay, or it sees the state clear and starts a new thread
+ * (or, below the threshold, leaves the work to the allocation paths, as
+ * before any thread ran). */
+static bool mia_purge_thread_may_exit(int seen) {
+  atomic_store(&mia_purge_state, 0);
+  if (atomic_load(&mia_purge_wakeups) == seen) return true;
+  int expected = 0;
+  /* new work came: stay, unless a new thread was started for it already */
+  return !atomic_compare_exchange_strong(&mia_purge_state, &expected, 1);
+}
 
 static void *mia_purge_main(void *arg) {
   mia_subproc_t *sp = arg;
@@ -27,14 +46,18 @@ static void *mia_purge_main(void *arg) {
     uint64_t now = mia_prim_clock_ms();
     if (next == 0) {
       atomic_store(&mia_purge_idle, 1);
-      mia_prim_futex_wait_ms((int *)&mia_purge_wakeups, seen, 0);   /* until new work */
+      mia_prim_futex_wait_ms((int *)&mia_purge_wakeups, seen, MIA_PURGE_THREAD_LINGER_MS);
       atomic_store(&mia_purge_idle, 0);
+      if (atomic_load(&mia_purge_wakeups) == seen && mia_arenas_next_purge(sp) == 0 &&
+          mia_purge_thread_may_exit(seen))
+        break;
     } else if (next > now) {
       mia_prim_futex_wait_ms((int *)&mia_purge_wakeups, seen, next - now);
     } else {
       mia_arenas_purge(sp, false);
     }
   }
+  mia_verbose("the background purge thread exits: nothing to purge for %d ms\n", MIA_PURGE_THREAD_LINGER_MS);
   return NULL;
 }
 
@@ -65,18 +88,20 @@ static void mia_purge_thread_start(mia_subproc_t *sp) {
 /* Called (without locks held) after dirty memory was added to an arena. */
 void mia_purge_schedule(mia_subproc_t *sp, size_t dirty_bytes) {
   size_t pending = atomic_fetch_add(&mia_purge_pending, dirty_bytes) + dirty_bytes;
+  /* bumped before the state is read: see mia_purge_thread_may_exit */
+  atomic_fetch_add(&mia_purge_wakeups, 1);
   if (atomic_load(&mia_purge_state) == 0) {
     if (pending < MIA_PURGE_THREAD_MIN || mia_option_get_fast(mi_option_purge_thread) == 0 ||
         mia_option_get_fast(mi_option_purge_delay) < 0)
       return;
     mia_purge_thread_start(sp);
+    return;
   }
   /* New work never has an earlier deadline than what the thread waits
    * for already, so only a thread waiting with none needs waking (a
    * system call per freed segment: 16,000 of them in aligncalloc).
    * seq_cst on both sides: either the thread sees the bumped counter and
    * does not sleep, or we see its idle flag. */
-  atomic_fetch_add(&mia_purge_wakeups, 1);
   if (atomic_load(&mia_purge_idle)) mia_prim_futex_wake((int *)&mia_purge_wakeups, 1);
 }
 

@@ -6,6 +6,7 @@
 #include "internal.h"
 #include "../tap.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,6 +17,25 @@ static uint64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* the process's threads, from /proc (0 if it cannot be read) */
+static int thread_count(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f == NULL) return 0;
+  char line[256];
+  int n = 0;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (sscanf(line, "Threads: %d", &n) == 1) break;
+  fclose(f);
+  return n;
+}
+
+/* waits up to 5 s for the process to have `want` threads */
+static bool threads_become(int want) {
+  for (uint64_t start = now_ms(); now_ms() - start < 5000; usleep(10000))
+    if (thread_count() == want) return true;
+  return false;
 }
 
 static int64_t purged(void) { return __atomic_load_n(&mia_stats_global.purged_bytes, __ATOMIC_RELAXED); }
@@ -63,5 +83,22 @@ int main(void) {
            (unsigned long long)(gone_at - freed_at));
   TAP_OK(gone_at != 0, "idle freed blocks are purged by the background thread");
   TAP_OK(gone_at == 0 || gone_at - freed_at >= delay, "not before it stayed free for a whole delay");
+
+  /* with nothing left to purge the thread exits (a second after the
+   * last purge), so the process is single-threaded again */
+  bool single = threads_become(1);
+  TAP_OK(single, "the purge thread exits once idle (%d threads)", thread_count());
+
+  /* and the next burst of freed memory starts a new one */
+  char *big[10];
+  for (int i = 0; i < 10; i++) big[i] = mi_malloc(BLOCK);
+  for (int i = 0; i < 10; i++) memset(big[i], 5, BLOCK);
+  before = purged();
+  for (int i = 0; i < 10; i++) mi_free(big[i]);
+  TAP_OK(threads_become(2), "80 MiB freed starts the purge thread again");
+  freed_at = now_ms();
+  while (now_ms() - freed_at < 5000 && purged() - before < 10 * (int64_t)BLOCK) usleep(5000);
+  TAP_OK(purged() - before >= 10 * (int64_t)BLOCK, "and it purges them (%lld KiB)", (long long)((purged() - before) >> 10));
+  TAP_OK(threads_become(1), "then exits again");
   return tap_done();
 }
