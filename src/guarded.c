@@ -59,11 +59,18 @@ static mia_lock_t mia_guard_lock;
 static mia_guard_seg_t *mia_guard_segs[MIA_GUARD_MAX_SEGMENTS];
 static size_t mia_guard_seg_count;
 static uint32_t mia_guard_cursor;   /* global index of the next slot to look at */
-static uint32_t mia_guard_seq;      /* guarded allocations so far (wraps) */
+static uint32_t mia_guard_seq;      /* guarded samples drawn so far, placed or not (wraps) */
+/* After a search found every slot live or in quarantine (and no segment
+ * could be added): samples fail at once until mia_guard_seq reaches
+ * mia_guard_retry_seq, when the first quarantine ends, instead of each
+ * walking all 8,064 slots under the lock. */
+static bool mia_guard_full;
+static uint32_t mia_guard_retry_seq;
 static mia_prim_fault_fun *mia_guard_old_fun;
 static void (*mia_guard_old_plain)(int);
 
-static size_t mia_guard_min, mia_guard_max;
+/* the option defaults until mia_guarded_init reads the options */
+static size_t mia_guard_min, mia_guard_max = MIA_GUARD_MAX_SIZE;
 static long mia_guard_rate;
 
 /* ---- slot addressing ---- */
@@ -188,9 +195,10 @@ static void mia_guarded_apply(long rate, size_t min, size_t max) {
 
 void mia_guarded_init(void) {
 #if MIALLOC_GUARDED
+  /* the window too when the rate is 0: mi_heap_guarded_set_sample_rate
+   * may turn sampling on later */
   long rate = mia_option_get_fast(mi_option_guarded_sample_rate);
-  if (rate > 0)
-    mia_guarded_apply(rate, mi_option_get_size(mi_option_guarded_min), mi_option_get_size(mi_option_guarded_max));
+  mia_guarded_apply(rate, mi_option_get_size(mi_option_guarded_min), mi_option_get_size(mi_option_guarded_max));
 #endif
 }
 
@@ -263,16 +271,39 @@ int32_t mia_guarded_draw(uint64_t random) {
 
 /* ---- allocation and free ---- */
 
+/* Samples drawn before a closed slot's quarantine ends (0: ended). */
+static uint32_t slot_quarantine_left(const mia_guard_seg_t *gs, size_t local) {
+  uint32_t age = mia_guard_seq - gs->closed_at[local];
+  return age >= MIA_GUARD_QUARANTINE ? 0 : MIA_GUARD_QUARANTINE - age;
+}
+
 /* May a freed slot be handed out again?  Not before its quarantine ends. */
 static bool slot_reusable(const mia_guard_seg_t *gs, size_t local) {
   uint8_t s = gs->state[local];
   if (s == SLOT_OPEN || s == SLOT_UNPREPARED) return true;
-  return s == SLOT_CLOSED && (uint32_t)(mia_guard_seq - gs->closed_at[local]) >= MIA_GUARD_QUARANTINE;
+  return s == SLOT_CLOSED && slot_quarantine_left(gs, local) == 0;
+}
+
+/* No slot may be handed out now: remember when one may (the first
+ * quarantine to end; with none running, the next free decides). */
+static void slots_full(void) {
+  uint32_t soonest = UINT32_MAX;
+  for (size_t i = 0; i < mia_guard_seg_count; i++)
+    for (size_t local = 0; local < MIA_GUARD_SLOTS; local++)
+      if (mia_guard_segs[i]->state[local] == SLOT_CLOSED) {
+        uint32_t left = slot_quarantine_left(mia_guard_segs[i], local);
+        if (left < soonest) soonest = left;
+      }
+  mia_guard_full = true;
+  /* with none closed, half a wrap: in effect until a free */
+  mia_guard_retry_seq = mia_guard_seq + (soonest == UINT32_MAX ? (uint32_t)INT32_MAX : soonest);
 }
 
 /* The next slot the cursor finds that may be handed out, adding a segment
  * when a whole round finds none; -1 if there is none.  Caller holds the lock. */
 static long slot_next(void) {
+  if (mia_guard_full && (int32_t)(mia_guard_seq - mia_guard_retry_seq) < 0) return -1;
+  mia_guard_full = false;
   for (int round = 0; round < 2; round++) {
     size_t total = mia_guard_seg_count * MIA_GUARD_SLOTS;
     for (size_t n = 0; n < total; n++) {
@@ -280,8 +311,9 @@ static long slot_next(void) {
       mia_guard_cursor = (uint32_t)((g + 1) % total);
       if (slot_reusable(mia_guard_segs[g / MIA_GUARD_SLOTS], g % MIA_GUARD_SLOTS)) return (long)g;
     }
-    if (!mia_guard_add_segment()) return -1;
+    if (!mia_guard_add_segment()) break;
   }
+  slots_full();
   return -1;
 }
 
@@ -301,6 +333,7 @@ static bool slot_make_open(mia_guard_seg_t *gs, size_t local, uint8_t was) {
     if (!markers) gs->markers = false;   /* slots of this segment reopen one by one */
     for (size_t i = end - MIA_GUARD_PER_SLICE; i < end; i++)
       if (i != local) gs->state[i] = SLOT_OPEN;
+    mia_guard_full = false;   /* a search that met them busy missed them */
     return true;
   }
   /* closed: with markers, the guard pages between stay set */
@@ -311,6 +344,7 @@ static bool slot_make_open(mia_guard_seg_t *gs, size_t local, uint8_t was) {
   bool ok = mia_prim_protect(slot_in(gs, local), (end - local) * MIA_GUARD_SLOT - MIA_GUARD_PAGE, MIA_PROT_RW);
   mia_lock(&mia_guard_lock);
   for (size_t i = local + 1; i < end; i++) gs->state[i] = ok ? SLOT_OPEN : SLOT_CLOSED;
+  if (end > local + 1) mia_guard_full = false;   /* a search that met them busy missed them */
   return ok;
 }
 
@@ -319,6 +353,8 @@ void *mia_guarded_alloc(mia_theap_t *theap, size_t size, bool zero) {
   /* padded builds ask for the padding too; the guard page does its job */
   if (mia_padded()) size -= MIA_PADDING_SIZE;
   mia_lock(&mia_guard_lock);
+  /* counted placed or not, so quarantines end even while no slot is free */
+  mia_guard_seq++;
   long g = slot_next();
   if (g < 0) {
     mia_unlock(&mia_guard_lock);
@@ -329,7 +365,6 @@ void *mia_guarded_alloc(mia_theap_t *theap, size_t size, bool zero) {
   uint8_t was = gs->state[local];
   gs->state[local] = SLOT_LIVE;
   gs->size[local] = (uint32_t)size;
-  mia_guard_seq++;
   if (!slot_make_open(gs, local, was)) {
     gs->state[local] = was;
     mia_unlock(&mia_guard_lock);
@@ -370,6 +405,9 @@ void mia_guarded_free(mia_page_t *page, void *p) {
   mia_lock(&mia_guard_lock);
   gs->state[local] = SLOT_CLOSED;
   gs->closed_at[local] = mia_guard_seq;
+  /* a full pool may take this slot once its quarantine ends */
+  uint32_t reusable_at = mia_guard_seq + MIA_GUARD_QUARANTINE;
+  if (mia_guard_full && (int32_t)(reusable_at - mia_guard_retry_seq) < 0) mia_guard_retry_seq = reusable_at;
   mia_unlock(&mia_guard_lock);
 }
 
