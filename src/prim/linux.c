@@ -268,7 +268,11 @@ bool mia_prim_on_segv(mia_prim_fault_fun *fn, mia_prim_fault_fun **old_fun, void
   memset(&sa, 0, sizeof sa);
   mia_segv_fn = fn;
   sa.sa_sigaction = mia_segv_trampoline;
-  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  /* SA_ONSTACK: a program that handles stack overflows gave its threads
+   * alternate stacks, and ours runs first (it may have come later); on
+   * the overflowed stack it could not start.  Go refuses to take a
+   * signal passed on from a handler without it. */
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
   if (sigaction(SIGSEGV, &sa, &old) != 0) return false;
   *old_fun = NULL;

@@ -90,11 +90,57 @@ static bool dies_of_sent_segv(int how) {
   return pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV;
 }
 
+/* A program that handles stack overflows (Rust, Go, a C server) installs
+ * its SIGSEGV handler with SA_ONSTACK and an alternate stack.  When ours
+ * comes after it (guarded sampling's first sample) it must run on that
+ * stack too: on the overflowed one it could not even start, and the
+ * process died without the program's handler running. */
+static void overflow_handler(int sig, siginfo_t *info, void *ctx) {
+  (void)sig, (void)info, (void)ctx;
+  _exit(3);
+}
+
+static mia_prim_fault_fun *overflow_prev_fun;
+
+static void overflow_ours(int sig, void *addr, void *info, void *ctx) {
+  (void)addr;
+  if (overflow_prev_fun != NULL) overflow_prev_fun(sig, addr, info, ctx);
+}
+
+static int recurse(int n) {
+  volatile char pad[1024];
+  pad[0] = (char)n;
+  return n == 0 ? pad[0] : recurse(n + 1) + pad[0];
+}
+
+static bool overflow_reaches_program_handler(void) {
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    static char alt[64 * 1024];
+    stack_t ss = {.ss_sp = alt, .ss_size = sizeof alt};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = overflow_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaltstack(&ss, NULL) != 0 || sigaction(SIGSEGV, &sa, NULL) != 0) _exit(1);
+    void (*plain)(int);
+    if (!mia_prim_on_segv(overflow_ours, &overflow_prev_fun, &plain)) _exit(1);
+    _exit(recurse(1) == 0 ? 0 : 2);
+  }
+  int st;
+  return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 3;
+}
+
 static void check_sent_segv(void) {
   mia_guard_handler_ensure();
   struct sigaction cur;
   sigaction(SIGSEGV, NULL, &cur);
   TAP_OK((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction != NULL, "mialloc's SIGSEGV handler is installed");
+  TAP_OK(cur.sa_flags & SA_ONSTACK, "it runs on the thread's alternate signal stack where there is one (SA_ONSTACK)");
+  TAP_OK(overflow_reaches_program_handler(),
+         "a stack overflow reaches the program's own SA_ONSTACK handler installed before mialloc's");
   TAP_OK(dies_of_sent_segv(0), "raise(SIGSEGV) with mialloc's handler installed ends the process (SIGSEGV)");
   TAP_OK(dies_of_sent_segv(1), "kill(getpid(), SIGSEGV) with mialloc's handler installed ends the process (SIGSEGV)");
   TAP_OK(dies_of_sent_segv(2), "a later handler that puts mialloc's back and raises SIGSEGV again ends the process");
