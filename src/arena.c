@@ -146,6 +146,13 @@ static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments, bool e
   size_t segments = exact ? min_segments : reserve / MIA_SEGMENT_SIZE;
   size_t cap = __atomic_load_n(&mia_arena_cap, __ATOMIC_RELAXED);
   if (!exact && segments > cap) segments = cap;
+  /* A block larger than the reserve gets an arena of its own with as
+   * much again of address space after it, kept free for it: a program
+   * growing a buffer past the reserve by realloc would otherwise have it
+   * copied at every step (glibc moves no byte there: mremap).  Reserved,
+   * not committed; doubling keeps the copies to one per doubling. */
+  bool dedicated = !exact && min_segments > segments;
+  if (dedicated) segments = min_segments <= SIZE_MAX / 2 / MIA_SEGMENT_SIZE ? 2 * min_segments : min_segments;
   if (segments < min_segments) segments = min_segments;
   bool on_demand = mia_arena_commits_on_demand();
   uint8_t *base;
@@ -161,7 +168,10 @@ static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments, bool e
   size_t size = segments * MIA_SEGMENT_SIZE;
   mia_arena_advise(base, size);
   mia_arena_t *arena = mia_arena_register(sp, base, segments, false, false);
-  if (arena != NULL) arena->on_demand = on_demand;
+  if (arena != NULL) {
+    arena->on_demand = on_demand;
+    arena->dedicated = dedicated;
+  }
   return arena;
 }
 
@@ -253,7 +263,7 @@ mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, si
   mia_arena_t *arena;
   size_t idx = SIZE_MAX;
   for (arena = sp->arenas; arena != NULL; arena = arena->next) {
-    if (only != NULL ? arena != only : arena->exclusive) continue;
+    if (only != NULL ? arena != only : arena->exclusive || arena->dedicated) continue;
     idx = find_claim_run(arena, count);
     if (idx != SIZE_MAX) break;
   }
@@ -348,6 +358,7 @@ void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count, uin
   size_t idx = (size_t)((uint8_t *)segment - arena->base) / MIA_SEGMENT_SIZE;
   mia_assert(((uintptr_t)segment & (MIA_SEGMENT_SIZE - 1)) == 0 && idx + count <= arena->segment_count);
   arena->guards[idx + count - 1] = guards;
+  if (idx == 0) arena->dedicated = false;   /* its block is gone: an arena like any other */
   for (size_t i = idx; i < idx + count; i++) {
     mia_assert(bit_get(arena->used_map, i));   /* not freed twice */
     bit_clear(arena->used_map, i);

@@ -163,6 +163,7 @@ struct mia_arena_s {
   uint64_t purge_at;             /* next purge pass over the dirty free segments */
   bool pinned;                   /* huge OS pages: never purged */
   bool on_demand;                /* committed while claimed or dirty only (mia_arena_commits_on_demand) */
+  bool dedicated;                /* made for a block larger than the reserve, which is still at its start */
   struct mia_arena_s *next;
   uint64_t *used_map;            /* one bit per segment, claimed */
   uint64_t *dirty_map;           /* one bit per free segment not yet purged */
