@@ -280,15 +280,17 @@ mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, si
     return NULL;
   }
   bool zero = true;
+  size_t reused = 0;
   uint64_t kept = mia_arena_take_guards(arena, idx, count, keep);
   for (size_t i = idx; i < idx + count; i++) {
     mia_assert(!bit_get(arena->used_map, i));
-    if (bit_get(arena->dirty_map, i)) { zero = false; mia_stat_commit(-(int64_t)MIA_SEGMENT_SIZE); }
+    if (bit_get(arena->dirty_map, i)) { zero = false; reused++; mia_stat_commit(-(int64_t)MIA_SEGMENT_SIZE); }
     bit_clear(arena->dirty_map, i);
     bit_clear(arena->aged_map, i);
     bit_set(arena->used_map, i);
   }
   mia_unlock(&sp->lock);
+  mia_purge_done(reused * MIA_SEGMENT_SIZE);   /* taken again: no longer waiting for a purge */
   mia_segment_t *segment = (mia_segment_t *)(arena->base + idx * MIA_SEGMENT_SIZE);
   mia_annot_accessible(segment, count * MIA_SEGMENT_SIZE);
   mia_stat_add(&mia_stats_global.segments, (int64_t)count);
@@ -435,16 +437,18 @@ bool mia_arena_extend_segments(mia_segment_t *segment, size_t count, size_t extr
   for (size_t i = idx; ok && i < idx + extra; i++) ok = !bit_get(arena->used_map, i);
   ok = ok && mia_arena_commit(arena, idx, extra);
   bool zero = true;
+  size_t reused = 0;
   if (ok) {
     mia_arena_take_guards(arena, idx, extra, 0);
     mia_stat_add(&mia_stats_global.segments, (int64_t)extra);
     for (size_t i = idx; i < idx + extra; i++) {
-      if (bit_get(arena->dirty_map, i)) { zero = false; mia_stat_commit(-(int64_t)MIA_SEGMENT_SIZE); }
+      if (bit_get(arena->dirty_map, i)) { zero = false; reused++; mia_stat_commit(-(int64_t)MIA_SEGMENT_SIZE); }
       bit_clear(arena->dirty_map, i);
       bit_set(arena->used_map, i);
     }
   }
   mia_unlock(&sp->lock);
+  mia_purge_done(reused * MIA_SEGMENT_SIZE);
   *is_zero = zero;
   return ok;
 }

@@ -105,10 +105,15 @@ void mia_purge_schedule(mia_subproc_t *sp, size_t dirty_bytes) {
   if (atomic_load(&mia_purge_idle)) mia_prim_futex_wake((int *)&mia_purge_wakeups, 1);
 }
 
-void mia_purge_done(size_t purged_bytes) {
+/* Dirty bytes that no longer wait: purged, or claimed again before their
+ * purge (without the latter the count only grew, and after one burst any
+ * freed segment restarted the thread).  Never below zero, also with
+ * several threads at it. */
+void mia_purge_done(size_t bytes) {
   size_t pending = atomic_load(&mia_purge_pending);
-  size_t sub = purged_bytes < pending ? purged_bytes : pending;
-  atomic_fetch_sub(&mia_purge_pending, sub);
+  while (bytes != 0 && pending != 0 &&
+         !atomic_compare_exchange_weak(&mia_purge_pending, &pending, pending - (bytes < pending ? bytes : pending))) {
+  }
 }
 
 /* A forked child has no purge thread. */
