@@ -257,6 +257,24 @@ static void mia_arena_decommit(mia_arena_t *arena, size_t idx, size_t count, boo
 /* Segments for a heap: from its exclusive arena only, if it has one, else
  * from the shared arenas (never from another heap's exclusive one).
  * keep/guards: see mia_arena_take_guards (guards may be NULL if keep is 0). */
+/* Marks segments [idx, idx + count) claimed; caller holds the lock.
+ * Returns how many of them were dirty (freed, not purged yet): their
+ * memory is not zero, and they no longer wait for a purge. */
+static size_t mia_arena_claim(mia_arena_t *arena, size_t idx, size_t count) {
+  size_t dirty = 0;
+  for (size_t i = idx; i < idx + count; i++) {
+    mia_assert(!bit_get(arena->used_map, i));
+    if (bit_get(arena->dirty_map, i)) {
+      dirty++;
+      mia_stat_commit(-(int64_t)MIA_SEGMENT_SIZE);
+    }
+    bit_clear(arena->dirty_map, i);
+    bit_clear(arena->aged_map, i);
+    bit_set(arena->used_map, i);
+  }
+  return dirty;
+}
+
 mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, size_t count, bool *is_zero,
                                         uint64_t keep, uint64_t *guards) {
   mia_lock(&sp->lock);
@@ -279,22 +297,14 @@ mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, si
     mia_unlock(&sp->lock);
     return NULL;
   }
-  bool zero = true;
-  size_t reused = 0;
   uint64_t kept = mia_arena_take_guards(arena, idx, count, keep);
-  for (size_t i = idx; i < idx + count; i++) {
-    mia_assert(!bit_get(arena->used_map, i));
-    if (bit_get(arena->dirty_map, i)) { zero = false; reused++; mia_stat_commit(-(int64_t)MIA_SEGMENT_SIZE); }
-    bit_clear(arena->dirty_map, i);
-    bit_clear(arena->aged_map, i);
-    bit_set(arena->used_map, i);
-  }
+  size_t reused = mia_arena_claim(arena, idx, count);
   mia_unlock(&sp->lock);
-  mia_purge_done(reused * MIA_SEGMENT_SIZE);   /* taken again: no longer waiting for a purge */
+  mia_purge_done(reused * MIA_SEGMENT_SIZE);
   mia_segment_t *segment = (mia_segment_t *)(arena->base + idx * MIA_SEGMENT_SIZE);
   mia_annot_accessible(segment, count * MIA_SEGMENT_SIZE);
   mia_stat_add(&mia_stats_global.segments, (int64_t)count);
-  *is_zero = zero;
+  *is_zero = reused == 0;
   if (guards != NULL) *guards = kept;
   return segment;
 }
@@ -436,20 +446,15 @@ bool mia_arena_extend_segments(mia_segment_t *segment, size_t count, size_t extr
   bool ok = arena != NULL && idx + extra <= arena->segment_count;
   for (size_t i = idx; ok && i < idx + extra; i++) ok = !bit_get(arena->used_map, i);
   ok = ok && mia_arena_commit(arena, idx, extra);
-  bool zero = true;
   size_t reused = 0;
   if (ok) {
     mia_arena_take_guards(arena, idx, extra, 0);
     mia_stat_add(&mia_stats_global.segments, (int64_t)extra);
-    for (size_t i = idx; i < idx + extra; i++) {
-      if (bit_get(arena->dirty_map, i)) { zero = false; reused++; mia_stat_commit(-(int64_t)MIA_SEGMENT_SIZE); }
-      bit_clear(arena->dirty_map, i);
-      bit_set(arena->used_map, i);
-    }
+    reused = mia_arena_claim(arena, idx, extra);
   }
   mia_unlock(&sp->lock);
   mia_purge_done(reused * MIA_SEGMENT_SIZE);
-  *is_zero = zero;
+  *is_zero = reused == 0;
   return ok;
 }
 
