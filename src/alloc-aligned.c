@@ -111,7 +111,8 @@ static void *mia_malloc_aligned_impl(mia_theap_t *theap, size_t size, size_t ali
   /* the block does not start at page->start: frees of it are not checked
    * for interior pointers (mia_huge_interior) */
   if ((uint8_t *)aligned != page->start) mia_page_set_flag(page, MIA_PAGE_HAS_ALIGNED, true);
-  if (zero && !page->is_zero_init) mia_memzero((void *)aligned, size);
+  mia_huge_set_used(page, (size_t)(aligned - (uintptr_t)page->start) + size);
+  if (zero && !page->is_zero_init) mia_memzero((void *)aligned, (size_t)(page->start + page->block_size - (uint8_t *)aligned));
   return (void *)aligned;
 }
 
@@ -155,8 +156,10 @@ void *mia_realloc_aligned(mia_theap_t *theap, void *p, size_t newsize, size_t al
   if (mia_unlikely(!mia_realloc_source_ok(p, &page))) return NULL;
   size_t size = mia_usable_size(p);
   if (newsize <= size && newsize >= size / 2 && (((uintptr_t)p + offset) & (alignment - 1)) == 0 &&
-      !mia_annotated())
+      !mia_annotated()) {
+    if (zero) mia_realloc_in_place(page, p, newsize, size);
     return p;
+  }
   void *newp = mia_malloc_aligned(theap, newsize, alignment, offset, zero);
   if (newp == NULL) return NULL;
   mia_annot_accessible(p, size < newsize ? size : newsize);

@@ -52,8 +52,22 @@ mia_export size_t mi_good_size(size_t size) {
   /* padded builds: the usable size is exactly what was asked for */
   if (mia_padded()) return size;
   if (size <= MIA_LARGE_MAX) return mia_bin_size[mia_bin_of(size)];
-  size_t rounded = (size + MIA_SLICE_SIZE - 1) & ~(MIA_SLICE_SIZE - 1);
+  size_t mask = mia_prim_page_size() - 1;   /* a huge block's usable size (segment.c) */
+  size_t rounded = (size + mask) & ~mask;
   return rounded < size ? size : rounded;
+}
+
+/* A zeroing realloc (mi_rezalloc, mi_recalloc) keeps p, now of newsize
+ * bytes: the bytes it gives up are cleared, since a later one that grows
+ * within the block zeroes only from the usable size on.  A huge block's
+ * usable size moves to the new end instead (segment.c), which leaves at
+ * most an OS page to clear. */
+void mia_realloc_in_place(mia_page_t *page, void *p, size_t newsize, size_t usable) {
+  if (page->is_huge && !mia_padded()) {
+    mia_huge_set_used(page, (size_t)((uint8_t *)p - page->start) + newsize);
+    usable = (size_t)(page->start + page->block_size - (uint8_t *)p);
+  }
+  if (newsize < usable) mia_memzero((uint8_t *)p + newsize, usable - newsize);
 }
 
 /* realloc: stay in place while the new size fits and does not waste more
@@ -65,15 +79,20 @@ void *mia_realloc_zero(mia_theap_t *theap, void *p, size_t newsize, bool zero) {
   mia_page_t *page;
   if (mia_unlikely(!mia_realloc_source_ok(p, &page))) return NULL;
   size_t size = mia_usable_size(p);
-  if (newsize <= size && newsize >= size / 2 && !mia_annotated()) return p;
+  if (newsize <= size && newsize >= size / 2 && !mia_annotated()) {
+    if (mia_unlikely(zero)) mia_realloc_in_place(page, p, newsize, size);
+    return p;
+  }
   if (page->is_huge && newsize > MIA_LARGE_MAX && !mia_padded() && !mia_annotated()) {
-    /* a huge span shrinks in place, and grows over free segments after it */
+    /* a huge span shrinks in place, and grows over free segments after it
+     * (or into its own room past the usable size) */
     if (newsize <= size) {
       mia_huge_page_shrink(page, newsize + (size_t)((uint8_t *)p - page->start));
+      if (zero) mia_memzero((uint8_t *)p + newsize, (size_t)(page->start + page->block_size - (uint8_t *)p) - newsize);
       return p;
     }
     if (newsize <= MIA_MAX_ALLOC_SIZE && mia_huge_page_grow(page, newsize + (size_t)((uint8_t *)p - page->start))) {
-      if (zero) mia_memzero((uint8_t *)p + size, newsize - size);
+      if (zero) mia_memzero((uint8_t *)p + size, (size_t)(page->start + page->block_size - (uint8_t *)p) - size);
       return p;
     }
   }

@@ -19,10 +19,11 @@
 
 #if MIALLOC_VALGRIND || MIALLOC_ASAN
 
-/* The end of the block holding p. */
+/* The end of the block holding p (of a huge block's span: the room past
+ * its usable size is no one's either). */
 static uint8_t *mia_annot_block(const mia_page_t *page, const void *p, uint8_t **end) {
   uint8_t *block = mia_page_block_start(page, p);
-  *end = (page->is_huge ? page->start : block) + page->block_size;
+  *end = page->is_huge ? mia_huge_span_end(page) : block + page->block_size;
   return block;
 }
 

@@ -462,8 +462,9 @@ static void mia_page_guard_report(const mia_page_t *page, const void *addr) {
   if (g == 0 || page->block_size == 0) return;
   const uint8_t *a = addr;
   if (page->is_huge) {
+    const uint8_t *guard = mia_huge_span_end(page);   /* the span may run on past the block */
     const uint8_t *end = page->start + page->block_size;
-    if (a >= end && a < end + g)
+    if (a >= guard && a < guard + g)
       mia_error(EFAULT, "heap overflow past huge block %p (%zu bytes): access at %p, %zu bytes past its end\n",
                 (void *)page->start, page->block_size, addr, (size_t)(a - end));
     return;

@@ -372,6 +372,8 @@ void mia_segment_visit_pages(mia_segment_t *seg, bool (*fun)(mia_page_t *page, v
                              bool *stop);
 bool mia_huge_page_grow(mia_page_t *page, size_t newsize);
 void mia_huge_page_shrink(mia_page_t *page, size_t newsize);
+uint8_t *mia_huge_span_end(const mia_page_t *page);
+void mia_huge_set_used(mia_page_t *page, size_t used);
 void mia_segments_purge(mia_tld_t *tld, bool force);
 void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock);
 bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out);
@@ -590,6 +592,7 @@ void mia_stats_print_at_exit(void);
 /* ---- allocation helpers shared by the API files ---- */
 void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size_t offset, bool zero);
 void *mia_realloc_zero(mia_theap_t *theap, void *p, size_t newsize, bool zero);
+void mia_realloc_in_place(mia_page_t *page, void *p, size_t newsize, size_t usable);
 void *mia_realloc_aligned(mia_theap_t *theap, void *p, size_t newsize, size_t alignment, size_t offset,
                           bool zero);
 char *mia_strdup(mia_theap_t *theap, const char *s);

@@ -310,10 +310,10 @@ void mia_huge_move_to_heap(mia_segment_t *seg, mi_heap_t *heap) {
   mia_unlock(&heap->lock);
 }
 
-/* A huge block runs to the end of its span, less the guard page of secure
- * builds; span_guard lifts or sets that guard at the span's current end
- * (the last OS page of its last segment: seg->guard_mask says whether it
- * is set, and the arena keeps it for the next span ending there). */
+/* A huge span ends with the guard page of secure builds; span_guard lifts
+ * or sets that guard at the span's current end (the last OS page of its
+ * last segment: seg->guard_mask says whether it is set, and the arena
+ * keeps it for the next span ending there). */
 static void mia_huge_span_guard(mia_segment_t *seg, bool on) {
   size_t g = mia_page_guard_size();
   if (g == 0 || on == ((seg->guard_mask & MIA_GUARD_LAST_SLICE) != 0)) return;
@@ -327,8 +327,26 @@ static void mia_huge_span_guard(mia_segment_t *seg, bool on) {
   seg->guard_mask ^= MIA_GUARD_LAST_SLICE;
 }
 
-static void mia_huge_set_end(mia_page_t *page, mia_segment_t *seg) {
-  page->block_size = seg->size - (size_t)(page->start - (uint8_t *)seg) - mia_page_guard_size();
+/* Where the room for a huge block ends: the span's guard page follows. */
+uint8_t *mia_huge_span_end(const mia_page_t *page) {
+  mia_segment_t *seg = mia_segment_of_page(page);
+  return (uint8_t *)seg + seg->size - mia_page_guard_size();
+}
+
+/* A huge block's usable size runs to the OS page after its last byte, not
+ * to the end of its span, which may be most of a segment longer and hold
+ * what a former block left there: zeroing allocations zero the usable
+ * size, and mi_rezalloc zeroes from it on.  used: the bytes from
+ * page->start that the block needs. */
+void mia_huge_set_used(mia_page_t *page, size_t used) {
+  uintptr_t mask = mia_prim_page_size() - 1;
+  size_t room = (size_t)(mia_huge_span_end(page) - page->start);
+  size_t rounded = (used + mask) & ~mask;
+  page->block_size = rounded < room ? rounded : room;
+}
+
+static void mia_huge_set_end(mia_page_t *page, mia_segment_t *seg, size_t used) {
+  mia_huge_set_used(page, used);
   mia_huge_span_guard(seg, true);
 }
 
@@ -350,7 +368,7 @@ mia_page_t *mia_huge_page_alloc(mi_heap_t *heap, size_t size, size_t alignment) 
   page->slice_count = (uint16_t)(count * MIA_SEGMENT_SLICES - 1 > UINT16_MAX ? UINT16_MAX
                                                                                 : count * MIA_SEGMENT_SLICES - 1);
   page->start = (uint8_t *)seg + MIA_SLICE_SIZE;
-  mia_huge_set_end(page, seg);
+  mia_huge_set_end(page, seg, size);
   page->reserved = page->capacity = page->used = 1;
   page->bin = MIA_BIN_HUGE;
   page->is_huge = true;
@@ -369,13 +387,16 @@ bool mia_huge_page_grow(mia_page_t *page, size_t newsize) {
   size_t used_end = (size_t)(page->start - (uint8_t *)seg) + newsize + mia_page_guard_size();
   size_t count = seg->size / MIA_SEGMENT_SIZE;
   size_t want = (used_end + MIA_SEGMENT_SIZE - 1) / MIA_SEGMENT_SIZE;
-  if (want <= count) return true;
+  if (want <= count) {
+    mia_huge_set_used(page, newsize);
+    return true;
+  }
   bool is_zero;
   if (!mia_arena_extend_segments(seg, count, want - count, &is_zero)) return false;
   uint8_t *old_end = (uint8_t *)seg + seg->size;
   mia_huge_span_guard(seg, false);
   seg->size = want * MIA_SEGMENT_SIZE;
-  mia_huge_set_end(page, seg);
+  mia_huge_set_end(page, seg, newsize);
   mia_pagemap_set(old_end, (want - count) * MIA_SEGMENT_SLICES, page);
   mia_stat_huge((int64_t)((want - count) * MIA_SEGMENT_SIZE), 0);
   return true;
@@ -387,12 +408,15 @@ void mia_huge_page_shrink(mia_page_t *page, size_t newsize) {
   size_t used_end = (size_t)(page->start - (uint8_t *)seg) + newsize + mia_page_guard_size();
   size_t count = seg->size / MIA_SEGMENT_SIZE;
   size_t want = (used_end + MIA_SEGMENT_SIZE - 1) / MIA_SEGMENT_SIZE;
-  if (want >= count) return;
+  if (want >= count) {
+    mia_huge_set_used(page, newsize);
+    return;
+  }
   uint8_t *tail = (uint8_t *)seg + want * MIA_SEGMENT_SIZE;
   mia_pagemap_set(tail, (count - want) * MIA_SEGMENT_SLICES, NULL);
   mia_huge_span_guard(seg, false);   /* in the tail, which goes back */
   seg->size = want * MIA_SEGMENT_SIZE;
-  mia_huge_set_end(page, seg);
+  mia_huge_set_end(page, seg, newsize);
   mia_stat_huge(-(int64_t)((count - want) * MIA_SEGMENT_SIZE), 0);
   mia_arena_free_segments(seg->subproc, tail, count - want, 0);
 }

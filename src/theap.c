@@ -208,7 +208,7 @@ void *mia_malloc_huge(mia_theap_t *theap, size_t size, bool zero) {
     errno = mia_alloc_error(ENOMEM, 1, size, 0);
     return NULL;
   }
-  if (zero && !page->is_zero_init) mia_memzero(page->start, size);
+  if (zero && !page->is_zero_init) mia_memzero(page->start, page->block_size);   /* the usable size */
   else if (zero && size <= MIA_POPULATE_MAX) mia_prim_populate(page->start, size);
   return page->start;
 }

@@ -382,6 +382,86 @@ static void test_calloc_zero(void) {
 
 /* Usable size is really usable: fill every usable byte of many neighbouring
  * blocks, then verify nobody's pattern was overwritten. */
+/* Leave blocks of n bytes, written all over, for the next allocation. */
+static void dirty_heap(size_t n) {
+  void *d[3];
+  for (int i = 0; i < 3; i++) {
+    d[i] = mi_malloc(n);
+    if (d[i]) memset(d[i], 0xCD, mi_usable_size(d[i]));
+  }
+  for (int i = 0; i < 3; i++) mi_free(d[i]);
+}
+
+/* Zeroing allocations are zero up to the usable size, and mi_rezalloc and
+ * mi_recalloc zero the bytes past the old size, on a heap whose free
+ * memory is dirty.  Huge blocks (above 512 KiB) are the case to watch:
+ * their span may run most of a segment past the size asked for, holding
+ * what a former block left there. */
+static void test_rezalloc_dirty(void) {
+  static const size_t zs[] = {100, 3000, 40 * KiB, 600 * KiB, 3 * MiB, 9 * MiB};
+  bool ok_alloc = true, ok_grow = true, ok_shrink = true, ok_keep = true;
+  for (size_t k = 0; k < sizeof zs / sizeof zs[0]; k++) {
+    size_t sz = zs[k];
+    for (int kind = 0; kind < 4; kind++) {
+      static const char *const names[] = {"mi_zalloc", "mi_calloc", "mi_zalloc_aligned(4096)",
+                                          "mi_zalloc_aligned(1 MiB)"};
+      size_t align = kind == 2 ? 4096 : MiB;
+      dirty_heap(3 * sz);
+      unsigned char *z = kind == 0   ? mi_zalloc(sz)
+                         : kind == 1 ? mi_calloc(sz, 1)
+                                     : mi_zalloc_aligned(sz, align);
+      if (z == NULL) { ok_grow = false; continue; }
+      size_t us = mi_usable_size(z);
+      size_t bad = first_not(z, 0, us, 0);
+      if (bad != SIZE_MAX) {
+        if (ok_alloc) tap_diag("%s(%zu): byte %zu of usable %zu not zero", names[kind], sz, bad, us);
+        ok_alloc = false;
+      }
+      fill(z, sz, 7);
+      dirty_heap(3 * sz);
+      /* the grown part sits in the block's slack, in place, or is copied */
+      unsigned char *g = kind < 2 ? mi_rezalloc(z, sz + sz / 3) : mi_rezalloc_aligned(z, sz + sz / 3, align);
+      if (g != NULL) g = kind < 2 ? mi_rezalloc(g, 3 * sz) : mi_rezalloc_aligned(g, 3 * sz, align);
+      if (g == NULL) { ok_grow = false; continue; }
+      if (verify(g, sz, 7) != SIZE_MAX) ok_keep = false;
+      bad = first_not(g, sz, 3 * sz, 0);
+      if (bad != SIZE_MAX) {
+        if (ok_grow) tap_diag("%s(%zu), then rezalloc to %zu and %zu: byte %zu not zero", names[kind], sz,
+                              sz + sz / 3, 3 * sz, bad);
+        ok_grow = false;
+      }
+      /* written all over, shrunk to about a third, grown again */
+      memset(g, 0x77, 3 * sz);
+      unsigned char *s = mi_recalloc(g, sz + 1, 1);
+      if (s == NULL) { mi_free(g); ok_shrink = false; continue; }
+      unsigned char *t = mi_recalloc(s, 2 * sz, 1);
+      if (t == NULL) { mi_free(s); ok_shrink = false; continue; }
+      if (first_not(t, 0, sz + 1, 0x77) != SIZE_MAX) ok_keep = false;
+      bad = first_not(t, sz + 1, 2 * sz, 0);
+      if (bad != SIZE_MAX) {
+        if (ok_shrink) tap_diag("recalloc %zu -> %zu -> %zu: byte %zu not zero", 3 * sz, sz + 1, 2 * sz, bad);
+        ok_shrink = false;
+      }
+      mi_free(t);
+    }
+  }
+  /* a huge block from plain malloc: the bytes past the size asked are zero too */
+  dirty_heap(6 * MiB);
+  unsigned char *m = mi_malloc(2 * MiB);
+  bool ok_plain = m != NULL;
+  if (m != NULL) {
+    fill(m, 2 * MiB, 9);
+    unsigned char *r = mi_rezalloc(m, 5 * MiB);
+    ok_plain = r != NULL && verify(r, 2 * MiB, 9) == SIZE_MAX && first_not(r, 2 * MiB, 5 * MiB, 0) == SIZE_MAX;
+    mi_free(r != NULL ? r : m);
+  }
+  TAP_OK(ok_alloc, "zeroing allocations are zero up to the usable size (100 B .. 9 MiB, dirty heap)");
+  TAP_OK(ok_grow, "mi_rezalloc of a zeroed block: the grown part is zero (100 B .. 9 MiB, dirty heap)");
+  TAP_OK(ok_shrink, "mi_recalloc shrinking, then growing: the bytes past the smaller size are zero");
+  TAP_OK(ok_keep, "mi_rezalloc/mi_recalloc keep the bytes below the new size");
+  TAP_OK(ok_plain, "mi_rezalloc of a huge block from mi_malloc zeroes past the size asked");
+}
+
 static void test_usable_size_neighbours(void) {
   enum { PER = 24 };
   static const size_t sizes[] = {1,    3,    8,    13,   16,    24,    31,    48,     64,     100,
@@ -670,8 +750,21 @@ static void test_good_size(void) {
     }
     mi_free(p);
   }
+  /* huge blocks: usable up to the next OS page, not to the end of a span */
+  bool ok_huge = true;
+  long ps = sysconf(_SC_PAGESIZE);
+  for (size_t n = 512 * KiB + 1; n <= 20 * MiB; n += n / 3 + 1) {
+    void *p = mi_malloc(n);
+    size_t u = mi_usable_size(p);
+    if (p == NULL || mi_good_size(n) != u || u < n || u - n >= (size_t)ps) {
+      if (ok_huge) tap_diag("huge: mi_good_size(%zu) = %zu, mi_usable_size(mi_malloc(%zu)) = %zu", n, mi_good_size(n), n, u);
+      ok_huge = false;
+    }
+    mi_free(p);
+  }
   TAP_OK(ok_ge, "mi_good_size(n) >= n for 1 .. 2 MiB");
   TAP_OK(ok_eq, "mi_good_size(n) == mi_usable_size(mi_malloc(n)) for n in 1 .. 8 KiB");
+  TAP_OK(ok_huge, "huge blocks: mi_good_size(n) == mi_usable_size(mi_malloc(n)), less than an OS page over n");
   TAP_OK(mi_usable_size(NULL) == 0, "mi_usable_size(NULL) == 0");
 }
 
@@ -1030,6 +1123,7 @@ int main(void) {
   test_basic_std();
   test_realloc_content();
   test_calloc_zero();
+  test_rezalloc_dirty();
   test_usable_size_neighbours();
   test_size_sweep();
   test_alignment();

@@ -1,13 +1,17 @@
 /* overflow-page.c page|huge|under -- a sequential overflow off the last
- * block of a page (blocks of 4 KiB), or off the end of a huge block
- * (1 MiB), byte by byte until the write faults or reaches the end of the
- * 64 KiB slice; or (under) an underflow down from the first block of a
- * page whose slice follows another page of ours or the segment's metadata.
+ * block of a page (blocks of 4 KiB), byte by byte until the write faults
+ * or reaches the end of the 64 KiB slice; or off the end of a huge block
+ * (1 MiB), until the write faults or has run a segment (4 MiB) past it
+ * (a page past it in debug builds, whose canary reports it at free); or
+ * (under) an underflow down from the first block of a page whose slice
+ * follows another page of ours or the segment's metadata.
  * secure builds: the page (or huge span) ends with a guard page, and the
  * segment's metadata is followed by one, so the first byte written past
- * the usable room traps (SIGSEGV) and the handler names the page's last
- * block, the huge block, or the first block the underflow started from.
- * Other builds have no such guard: the battery does not run this. */
+ * the page's room, or the huge block's span (which runs on past its usable
+ * size to the end of its last segment), traps (SIGSEGV) and the handler
+ * names the page's last block, the huge block, or the first block the
+ * underflow started from.  Other builds have no such guard: the battery
+ * does not run this. */
 #include "misuse.h"
 
 static void overflow_from(unsigned char *from, unsigned char *limit) {
@@ -25,7 +29,9 @@ int main(int argc, char **argv) {
     unsigned char *p = mi_malloc(size);
     size_t usable = mi_usable_size(p);
     misuse_say("victim %p size %zu usable %zu", (void *)p, size, usable);
-    overflow_from(p + size, p + usable + 4096);
+    /* debug builds (usable == size): a page past the canary after the
+     * block, which free then reports; others: through the span's room */
+    overflow_from(p + size, usable == size ? p + usable + 4096 : p + size + ((size_t)4 << 20));
     mi_free(p);
     return misuse_done();
   }
