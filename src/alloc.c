@@ -108,7 +108,13 @@ mia_export void *mi_realloc(void *p, size_t newsize) { return mia_realloc_zero(m
 
 mia_export void *mi_expand(void *p, size_t newsize) {
   if (p == NULL) return NULL;
-  return newsize <= mia_usable_size(p) ? p : NULL;
+  if (newsize <= mia_usable_size(p)) return p;
+  /* a huge block may take more of its span's room (segment.c) */
+  mia_page_t *page = mia_page_of(p);
+  if (page != NULL && page->is_huge && !mia_padded() && !mia_annotated() && newsize <= MIA_MAX_ALLOC_SIZE &&
+      mia_huge_expand(page, (size_t)((uint8_t *)p - page->start) + newsize))
+    return p;
+  return NULL;
 }
 
 mia_export void *mi_reallocn(void *p, size_t count, size_t size) {

@@ -374,6 +374,7 @@ bool mia_huge_page_grow(mia_page_t *page, size_t newsize);
 void mia_huge_page_shrink(mia_page_t *page, size_t newsize);
 uint8_t *mia_huge_span_end(const mia_page_t *page);
 void mia_huge_set_used(mia_page_t *page, size_t used);
+bool mia_huge_expand(mia_page_t *page, size_t used);
 void mia_segments_purge(mia_tld_t *tld, bool force);
 void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock);
 bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out);

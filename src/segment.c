@@ -345,6 +345,13 @@ void mia_huge_set_used(mia_page_t *page, size_t used) {
   page->block_size = rounded < room ? rounded : room;
 }
 
+/* mi_expand of a huge block: more of the span's room, no new segment. */
+bool mia_huge_expand(mia_page_t *page, size_t used) {
+  if (used > (size_t)(mia_huge_span_end(page) - page->start)) return false;
+  mia_huge_set_used(page, used);
+  return true;
+}
+
 static void mia_huge_set_end(mia_page_t *page, mia_segment_t *seg, size_t used) {
   mia_huge_set_used(page, used);
   mia_huge_span_guard(seg, true);

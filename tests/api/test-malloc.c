@@ -849,6 +849,24 @@ static void test_mi_family(void) {
          "mi_expand failure leaves the block intact");
   TAP_OK(mi_expand(NULL, 10) == NULL, "mi_expand(NULL, 10) == NULL");
   mi_free(x);
+  /* a huge block's usable size ends with the OS page after it; its span
+   * has room after that (a 600 KiB block sits in a 4 MiB segment).  Debug
+   * and tools builds keep a record or annotations after the block: it
+   * cannot grow there. */
+  char *h = mi_malloc(600 * KiB);
+  size_t hu = h ? mi_usable_size(h) : 0;
+  if (h) fill(h, 600 * KiB, 15);
+  void *h1 = h ? mi_expand(h, 700 * KiB) : NULL;
+#if MIALLOC_DEBUG || MIALLOC_VALGRIND || MIALLOC_ASAN
+  TAP_OK(h != NULL && h1 == NULL && mi_usable_size(h) == hu && verify(h, 600 * KiB, 15) == SIZE_MAX,
+         "mi_expand of a 600 KiB block to 700 KiB: NULL in this build, block intact");
+#else
+  TAP_OK(h != NULL && h1 == h && mi_usable_size(h) >= 700 * KiB && hu < 700 * KiB && verify(h, 600 * KiB, 15) == SIZE_MAX,
+         "mi_expand of a 600 KiB block to 700 KiB grows it in place (usable %zu -> %zu)", hu, h ? mi_usable_size(h) : 0);
+#endif
+  if (h1) memset(h + 600 * KiB, 1, 100 * KiB);
+  TAP_OK(h != NULL && mi_expand(h, 64 * MiB) == NULL, "mi_expand of a huge block past its span == NULL");
+  mi_free(h);
 
   /* mi_strdup / mi_strndup */
   static const char hello[] = "hello, mialloc";
