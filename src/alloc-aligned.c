@@ -54,7 +54,7 @@ void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size
 #endif
   if (MIA_ANNOTATED && p != NULL) {
     mia_annot_alloc(p, size, zero);
-    if (zero_after) memset(p, 0, size);
+    if (zero_after) mia_annot_zero(p, size);
   }
   return p;
 }

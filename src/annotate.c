@@ -60,6 +60,25 @@ void mia_annot_free(void *p) {
 #endif
 }
 
+/* A zeroing allocation in a tools build, once the block is declared: the
+ * slack past size is zeroed too, since a later mi_rezalloc zeroes only
+ * from the usable size on, and stays inaccessible. */
+void mia_annot_zero(void *p, size_t size) {
+  memset(p, 0, size);
+  size_t usable = mia_usable_size(p);
+  if (usable <= size) return;
+  uint8_t *slack = (uint8_t *)p + size;
+  size_t n = usable - size;
+  mia_annot_accessible(slack, n);
+  memset(slack, 0, n);
+#if MIALLOC_VALGRIND
+  VALGRIND_MAKE_MEM_NOACCESS(slack, n);
+#endif
+#if MIALLOC_ASAN
+  ASAN_POISON_MEMORY_REGION(slack, n);
+#endif
+}
+
 /* mi_heap_destroy frees a live block wholesale (blocks of pages with
  * offset allocations are known only by their start: those are skipped). */
 bool mia_annot_destroyed_block(mia_page_t *page, void *block, void *arg) {

@@ -36,7 +36,7 @@ static inline void *mia_theap_malloc(mia_theap_t *theap, size_t size, bool zero)
 #endif
   if (p != NULL) {
     mia_annot_alloc(p, size, false);
-    if (zero) memset(p, 0, size);
+    if (zero) mia_annot_zero(p, size);
   }
   return p;
 #elif MIALLOC_PADDING

@@ -466,12 +466,14 @@ void mia_show_leaks(void);
 void mia_annot_alloc(void *p, size_t size, bool zero) mia_noinline;
 void mia_annot_free(void *p) mia_noinline;
 void mia_annot_accessible(void *p, size_t n) mia_noinline;
+void mia_annot_zero(void *p, size_t size) mia_noinline;
 bool mia_annot_destroyed_block(mia_page_t *page, void *block, void *arg);
 #else
 #define MIA_ANNOTATED 0
 static inline void mia_annot_alloc(void *p, size_t size, bool zero) { (void)p; (void)size; (void)zero; }
 static inline void mia_annot_free(void *p) { (void)p; }
 static inline void mia_annot_accessible(void *p, size_t n) { (void)p; (void)n; }
+static inline void mia_annot_zero(void *p, size_t size) { memset(p, 0, size); }
 static inline bool mia_annot_destroyed_block(mia_page_t *page, void *block, void *arg) {
   (void)page; (void)block; (void)arg;
   return true;
