@@ -112,7 +112,7 @@ static void *mia_malloc_aligned_impl(mia_theap_t *theap, size_t size, size_t ali
    * for interior pointers (mia_huge_interior) */
   if ((uint8_t *)aligned != page->start) mia_page_set_flag(page, MIA_PAGE_HAS_ALIGNED, true);
   mia_huge_set_used(page, (size_t)(aligned - (uintptr_t)page->start) + size);
-  if (zero && !page->is_zero_init) mia_memzero((void *)aligned, (size_t)(page->start + page->block_size - (uint8_t *)aligned));
+  if (zero && !page->is_zero_init) mia_memzero((void *)aligned, mia_page_usable_of(page, (void *)aligned));
   return (void *)aligned;
 }
 

@@ -65,7 +65,7 @@ mia_export size_t mi_good_size(size_t size) {
 void mia_realloc_in_place(mia_page_t *page, void *p, size_t newsize, size_t usable) {
   if (page->is_huge && !mia_padded()) {
     mia_huge_set_used(page, (size_t)((uint8_t *)p - page->start) + newsize);
-    usable = (size_t)(page->start + page->block_size - (uint8_t *)p);
+    usable = mia_page_usable_of(page, p);
   }
   if (newsize < usable) mia_memzero((uint8_t *)p + newsize, usable - newsize);
 }
@@ -88,11 +88,11 @@ void *mia_realloc_zero(mia_theap_t *theap, void *p, size_t newsize, bool zero) {
      * (or into its own room past the usable size) */
     if (newsize <= size) {
       mia_huge_page_shrink(page, newsize + (size_t)((uint8_t *)p - page->start));
-      if (zero) mia_memzero((uint8_t *)p + newsize, (size_t)(page->start + page->block_size - (uint8_t *)p) - newsize);
+      if (zero) mia_realloc_in_place(page, p, newsize, size);
       return p;
     }
     if (newsize <= MIA_MAX_ALLOC_SIZE && mia_huge_page_grow(page, newsize + (size_t)((uint8_t *)p - page->start))) {
-      if (zero) mia_memzero((uint8_t *)p + size, (size_t)(page->start + page->block_size - (uint8_t *)p) - size);
+      if (zero) mia_memzero((uint8_t *)p + size, mia_page_usable_of(page, p) - size);
       return p;
     }
   }
