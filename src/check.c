@@ -439,8 +439,8 @@ void mia_free_marked(mia_page_t *page, void *p) { mia_free_generic(page, p); }
 /* ---- secure builds without padding: block-start, range and double-free
  * checks from the page's own data ---- */
 
-/* The fast path's first word decoded as a link: a double free, or (all but
- * never) live data that looks like one.  Frees p in the second case, so the
+/* The fast path found the free mark: a double free, or (all but never)
+ * live data that looks like it.  Frees p in the second case, so the
  * fast path can jump here without keeping a frame for the call. */
 void mia_free_secure_suspect(mia_page_t *page, void *p) {
   if (mia_block_is_free(page, p)) {
@@ -471,7 +471,7 @@ static bool mia_secure_block_live(mia_page_t *page, void *p, const char *op) {
               page->block_size, (void *)block);
     return false;
   }
-  if (!page->is_huge && mia_link_plausible(page, mia_link_decode(page, (uintptr_t)((mia_block_t *)block)->next)) &&
+  if (!page->is_huge && mia_block_looks_free(page, block) &&
       mia_block_is_free(page, block)) {
     mia_report_freed(op, page->block_size, p);
     return false;
@@ -493,8 +493,16 @@ void mia_free_secure_slow(mia_page_t *page, void *p) {
     mia_free_secure_special(page, p);
     return;
   }
-  if (mia_unlikely(mia_link_plausible(page, mia_link_decode(page, (uintptr_t)((mia_block_t *)p)->next)))) {
+  if (mia_unlikely(mia_block_looks_free(page, p))) {
     mia_free_secure_suspect(page, p);
+    return;
+  }
+  /* a plain block of another thread's page (or an abandoned one): nothing
+   * the generic free would check is left, so it goes straight to the
+   * page's thread_free list (secure builds never hold blocks: no thinning) */
+  uintptr_t owner = page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
+  if (mia_likely(owner != mia_prim_thread_id())) {
+    mia_free_remote(page, p);
     return;
   }
   mia_free_generic(page, p);

@@ -85,9 +85,9 @@ static inline void mia_free_raw(mia_page_t *page, void *p) {
 
 #if MIALLOC_SECURE && !MIALLOC_PADDING
 /* Secure builds check every free without a padding record: p must be a
- * block start below the carved part of its page, and its first word must
- * not decode as a free-list link (else it may be free already: the lists
- * are searched, see check.c).  The owner test comes first: free_key holds
+ * block start below the carved part of its page, and it must not carry the
+ * free mark (else it may be free already: the lists are searched, see
+ * check.c).  The owner test comes first: free_key holds
  * the page's flags too, so a match also rules out huge, guarded, aligned
  * and sampled pages, which leaves the checks a plain page needs.  Every
  * other case is a tail call, so the fast path keeps no frame. */
@@ -101,8 +101,7 @@ static inline void mia_free_secure(void *p) {
     mia_free_secure_slow(page, p);
     return;
   }
-  uintptr_t link = mia_link_decode(page, (uintptr_t)((mia_block_t *)p)->next);
-  if (mia_unlikely(mia_link_plausible(page, link))) {
+  if (mia_unlikely(mia_block_looks_free(page, p))) {
     mia_free_secure_suspect(page, p);
     return;
   }
@@ -125,8 +124,7 @@ static inline bool mia_realloc_source_ok(void *p, mia_page_t **page_out) {
   bool plain = (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED | MIA_PAGE_HAS_HELD)) == 0 &&
                !page->is_huge && !page->is_guarded;
 #if MIALLOC_SECURE && !MIALLOC_PADDING
-  if (mia_likely(plain && mia_block_index_exact(page, p) < page->capacity &&
-                 !mia_link_plausible(page, mia_link_decode(page, (uintptr_t)((mia_block_t *)p)->next))))
+  if (mia_likely(plain && mia_block_index_exact(page, p) < page->capacity && !mia_block_looks_free(page, p)))
     return true;
 #elif MIA_FREE_MARK
   if (mia_likely(plain && !mia_block_marked_free(p))) return true;

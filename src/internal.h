@@ -274,14 +274,18 @@ static inline bool mia_huge_interior(const mia_page_t *page, const void *p) {
 void mia_report_huge_interior(const char *op, const mia_page_t *page, const void *p) mia_cold;
 void mia_free_remote(mia_page_t *page, mia_block_t *block);
 
-/* Release builds mark every freed block's second word with a per-process
- * random value, so a second free of a block still on a free list is seen
- * at once (glibc's tcache does the same): without it the block would go on
- * a list twice and be handed out to two owners.  A block handed out loses
- * its mark.  Secure builds check the link word instead, debug builds their
- * padding records, and tools builds leave it to the tool (whose view of a
- * freed block is its link word only).  Every block is 16 bytes or more. */
-#if !MIALLOC_SECURE && !MIALLOC_PADDING && !MIALLOC_VALGRIND && !MIALLOC_ASAN
+/* Release and secure builds mark every freed block's second word with a
+ * per-process random value, so a second free of a block still on a free
+ * list is seen at once (glibc's tcache does the same): without it the
+ * block would go on a list twice and be handed out to two owners.  A block
+ * handed out loses its mark.  The mark is only a filter: a block carrying
+ * it is searched for on the lists before a free is refused, so it need not
+ * be secret (one load and compare; secure builds used to decode and range-
+ * check the link word instead, ten instructions on every free).  Debug
+ * builds check their padding records, and tools builds leave it to the
+ * tool (whose view of a freed block is its link word only).  Every block
+ * is 16 bytes or more. */
+#if !MIALLOC_PADDING && !MIALLOC_VALGRIND && !MIALLOC_ASAN
 #define MIA_FREE_MARK 1
 #else
 #define MIA_FREE_MARK 0
@@ -307,16 +311,33 @@ static inline void mia_block_set_free_mark(mia_block_t *block) {
 #endif
 }
 
-/* Secure builds wipe the link of a block they hand out, so that a block
- * the program never wrote to does not look free to the double-free check;
- * release builds wipe the free mark for the same reason. */
+/* Blocks handed out lose their free mark, so that a block the program
+ * never wrote to does not look free; secure builds wipe the link too, so
+ * that no encoded link is left for the program to read. */
 static inline void mia_block_clear_link(mia_block_t *block) {
 #if MIALLOC_SECURE
   block->next = NULL;
-#elif MIA_FREE_MARK
+#endif
+#if MIA_FREE_MARK
   ((uintptr_t *)block)[1] = 0;
 #else
   (void)block;
+#endif
+}
+
+/* Does the block at p look free, so that freeing it must first search its
+ * page's lists?  The free mark where the build has one; secure tools
+ * builds read the link word, which decodes as a link on every listed
+ * block. */
+static inline bool mia_block_looks_free(const mia_page_t *page, const void *p) {
+#if MIA_FREE_MARK
+  (void)page;
+  return mia_block_marked_free(p);
+#elif MIALLOC_SECURE
+  return mia_link_plausible(page, mia_link_decode(page, (uintptr_t)((const mia_block_t *)p)->next));
+#else
+  (void)page, (void)p;
+  return false;
 #endif
 }
 

@@ -69,35 +69,58 @@ void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zer
 #endif
 }
 
-/* Link n fresh blocks from first into a list.  Secure builds link them in
- * a random order (a random start and a random stride coprime with n), so
- * an attacker cannot predict which block follows which. */
+/* Secure builds give fresh blocks the free mark, so that a free of one
+ * never handed out is caught like a double free. */
+static inline void mia_block_mark_fresh(mia_block_t *b) {
+#if MIALLOC_SECURE
+  mia_block_set_free_mark(b);
+#else
+  (void)b;
+#endif
+}
+
+#if MIALLOC_SECURE
+/* Link n > 2 fresh blocks in a random order: a random start and a random
+ * stride coprime with n, so an attacker cannot predict which block
+ * follows which.  The page's keys mixed with how far it is carved give a
+ * fresh order for every run, with no system call.  The index steps by
+ * subtraction rather than a division per block (stride < n). */
+static mia_block_t *mia_page_thread_shuffled(mia_page_t *page, uint8_t *first, size_t n) {
+  size_t bsize = page->block_size;
+  uint64_t r = (page->keys[0] ^ ((uint64_t)page->capacity * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull;
+  r ^= r >> 31;
+  size_t idx = (size_t)(r % n);
+  size_t stride = 1 + (size_t)((r >> 32) % (n - 1));
+  while (mia_gcd(stride, n) != 1) stride = stride % (n - 1) + 1;
+  uint8_t *cur = first + idx * bsize;
+  mia_block_t *head = (mia_block_t *)cur;
+  for (size_t i = 1; i < n; i++) {
+    idx += stride;
+    if (idx >= n) idx -= n;
+    uint8_t *next = first + idx * bsize;
+    mia_block_set_next(page, (mia_block_t *)cur, (mia_block_t *)next);
+    mia_block_mark_fresh((mia_block_t *)cur);
+    cur = next;
+  }
+  mia_block_set_next(page, (mia_block_t *)cur, NULL);
+  mia_block_mark_fresh((mia_block_t *)cur);
+  return head;
+}
+#endif
+
+/* Link n fresh blocks from first into a list (secure builds: shuffled). */
 static mia_block_t *mia_page_thread_run(mia_page_t *page, uint8_t *first, size_t n) {
   size_t bsize = page->block_size;
 #if MIALLOC_SECURE
-  if (n > 2) {
-    /* the page's random keys mixed with how far it is carved: a fresh
-     * order for every run, with no system call */
-    uint64_t r = (page->keys[0] ^ ((uint64_t)page->capacity * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull;
-    r ^= r >> 31;
-    size_t start = (size_t)(r % n);
-    size_t stride = 1 + (size_t)((r >> 32) % (n - 1));
-    while (mia_gcd(stride, n) != 1) stride = stride % (n - 1) + 1;
-    size_t idx = start;
-    mia_block_t *head = (mia_block_t *)(first + idx * bsize);
-    for (size_t i = 1; i < n; i++) {
-      size_t next = (idx + stride) % n;
-      mia_block_set_next(page, (mia_block_t *)(first + idx * bsize), (mia_block_t *)(first + next * bsize));
-      idx = next;
-    }
-    mia_block_set_next(page, (mia_block_t *)(first + idx * bsize), NULL);
-    return head;
-  }
+  if (n > 2) return mia_page_thread_shuffled(page, first, n);
 #endif
   uint8_t *b = first;
-  for (size_t i = 0; i + 1 < n; i++, b += bsize)
+  for (size_t i = 0; i + 1 < n; i++, b += bsize) {
     mia_block_set_next(page, (mia_block_t *)b, (mia_block_t *)(b + bsize));
+    mia_block_mark_fresh((mia_block_t *)b);
+  }
   mia_block_set_next(page, (mia_block_t *)b, NULL);
+  mia_block_mark_fresh((mia_block_t *)b);
   return (mia_block_t *)first;
 }
 

@@ -1,11 +1,11 @@
 /* test-free-checks.c -- the checks every build but the tools builds makes
  * at free.  A second free of a block that is still free is reported
  * (EAGAIN) and ignored, from the owner thread and from others, so the
- * block is never handed out to two owners; release builds see it by the
- * free mark (MIA_FREE_MARK in internal.h), secure builds by the link word,
- * debug builds by the padding record.  A free of a pointer into the middle
- * of a huge block is reported (EINVAL) and ignored, so the block stays
- * whole.  Ordinary frees are never reported. */
+ * block is never handed out to two owners; release and secure builds see
+ * it by the free mark (MIA_FREE_MARK in internal.h), which secure builds
+ * give never-used blocks too, debug builds by the padding record.  A free
+ * of a pointer into the middle of a huge block is reported (EINVAL) and
+ * ignored, so the block stays whole.  Ordinary frees are never reported. */
 #include "internal.h"
 #include "../tap.h"
 #include "../errors.h"
@@ -64,10 +64,39 @@ int main(void) {
   mi_option_set(mi_option_guarded_sample_rate, 0);
   mi_register_error(on_error, NULL);
   mi_thread_init();
+  int before;
+  void *p;
+
+#if MIALLOC_SECURE || MIALLOC_PADDING
+  /* a block of a fresh page that was never handed out: secure builds mark
+   * fresh blocks free, debug builds fill their records as free */
+  before = atomic_load(&errors);
+  p = mi_malloc(1200);
+  mia_page_t *page = mia_page_of(p);
+  size_t index = (size_t)((uint8_t *)p - page->start) / page->block_size;
+  void *never = page->start + (index == 0 ? page->block_size : 0);
+  bool fresh = page->capacity >= 2 && page->used == 1;
+#if MIALLOC_SECURE && MIA_FREE_MARK
+  /* the invariant behind it: every carved block not handed out is marked
+   * (first in the test: on reused memory a former block's mark may be
+   * there anyway) */
+  uint32_t marked = 0;
+  for (uint32_t i = 0; i < page->capacity; i++) marked += mia_block_marked_free(page->start + i * page->block_size);
+  TAP_OK(marked == page->capacity - 1, "secure: the %u carved blocks not handed out carry the free mark (%u do)",
+         page->capacity - 1, marked);
+#endif
+  mi_free(never);
+  TAP_OK(fresh && atomic_load(&errors) == before + 1,
+         "a free of a carved block never handed out is reported (%d, used %u of %u)",
+         atomic_load(&errors) - before, page->used, page->capacity);
+  TAP_OK(handed_out_once(1200), "and the blocks of that size are handed out once afterwards");
+  mi_free(p);
+#endif
 
   /* a plain double free, with another free in between */
-  int before = atomic_load(&errors);
-  void *p = mi_malloc(48), *q = mi_malloc(48);
+  before = atomic_load(&errors);
+  p = mi_malloc(48);
+  void *q = mi_malloc(48);
   mi_free(p);
   mi_free(q);
   mi_free(p);
