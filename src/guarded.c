@@ -247,6 +247,18 @@ mia_export void mi_heap_guarded_set_size_bound(mi_heap_t *heap, size_t min, size
   mia_guarded_restart(mia_heap_theap(heap));
 }
 
+/* mi_option_set of a guarded option once the process runs: the rate and
+ * window are cached here at start-up, so they are read again and applied
+ * at once, as mi_heap_guarded_set_* would be (the calling thread's pages
+ * draw new countdowns; other threads' finish theirs). */
+void mia_guarded_options_changed(void) {
+#if MIALLOC_GUARDED
+  if (atomic_load(&mia_process_state) != 2) return;   /* start-up reads them */
+  mia_guarded_init();
+  mia_guarded_restart(mia_theap_get());
+#endif
+}
+
 /* ---- the sampling decision (called from the streams in prof.c) ---- */
 
 bool mia_guarded_page_eligible(size_t block_size) {

@@ -530,6 +530,7 @@ void mia_guarded_free(mia_page_t *page, void *p);
 size_t mia_guarded_usable(const mia_page_t *page, const void *p);
 void *mia_guarded_block_start(const mia_page_t *page, const void *p);
 void mia_guarded_init(void);
+void mia_guarded_options_changed(void);
 bool mia_guarded_visit(const mi_heap_t *heap, bool all, mi_block_visit_fun *visitor, void *arg);
 bool mia_guarded_page_eligible(size_t block_size);
 bool mia_guarded_size_eligible(size_t size);

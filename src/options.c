@@ -202,17 +202,26 @@ mia_export size_t mi_option_get_size(mi_option_t option) {
   return v < 0 ? 0 : (size_t)v;
 }
 
+/* Options cached at start-up take a new value at once. */
+static void mia_option_changed(mi_option_t option) {
+  if (option == mi_option_guarded_sample_rate || option == mi_option_guarded_min || option == mi_option_guarded_max)
+    mia_guarded_options_changed();
+}
+
 mia_export void mi_option_set(mi_option_t option, long value) {
   if (!mia_option_valid(option)) return;
   mia_options[option].value = value;
   mia_options[option].state = MIA_OPT_SET;
+  mia_option_changed(option);
 }
 
 mia_export void mi_option_set_default(mi_option_t option, long value) {
   if (!mia_option_valid(option)) return;
   mia_options[option].default_value = value;
-  if (mia_options[option].state != MIA_OPT_SET && mia_options[option].state != MIA_OPT_ENV)
+  if (mia_options[option].state != MIA_OPT_SET && mia_options[option].state != MIA_OPT_ENV) {
     mia_options[option].value = value;
+    mia_option_changed(option);
+  }
 }
 
 mia_export bool mi_option_is_enabled(mi_option_t option) { return mi_option_get(option) != 0; }

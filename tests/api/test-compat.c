@@ -296,6 +296,28 @@ static void test_guarded_per_heap(void) {
 #endif
 }
 
+/* The guarded options set while the program runs apply at once, as the
+ * heap calls do (they were read at start-up only). */
+static void test_guarded_options(void) {
+#if MIALLOC_GUARDED
+  long rate = mi_option_get(mi_option_guarded_sample_rate);
+  long min = mi_option_get(mi_option_guarded_min), max = mi_option_get(mi_option_guarded_max);
+  mi_option_set(mi_option_guarded_min, 64);
+  mi_option_set(mi_option_guarded_max, 128);
+  mi_option_set(mi_option_guarded_sample_rate, 1);
+  size_t g = count_guarded(NULL, 2000, 100);
+  TAP_OK(g >= 990, "mi_option_set of rate 1 and a window: %zu of the last 1000 blocks of 100 bytes end at a guard page", g);
+  size_t s = count_guarded(NULL, 2000, 200);
+  TAP_OK(s == 0, "a size outside the window set is not guarded (%zu of 1000)", s);
+  mi_option_set(mi_option_guarded_sample_rate, 0);
+  size_t off = count_guarded(NULL, 2000, 100);
+  TAP_OK(off == 0, "mi_option_set of rate 0 turns it off at once (%zu of 1000)", off);
+  mi_option_set(mi_option_guarded_min, min);
+  mi_option_set(mi_option_guarded_max, max);
+  mi_option_set(mi_option_guarded_sample_rate, rate);
+#endif
+}
+
 static void test_hints(void) {
   mi_thread_set_in_threadpool();
   void *p = mi_malloc(1 << 20);
@@ -319,6 +341,7 @@ int main(void) {
   test_option_names();
   test_abandoned_visit();
   test_guarded_per_heap();
+  test_guarded_options();
   test_hints();
   return tap_done();
 }
