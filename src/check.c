@@ -396,7 +396,7 @@ static mia_unused bool mia_block_is_free(mia_page_t *page, const void *p) {
 
 #endif
 
-#if MIA_FREE_MARK
+#if MIA_GENERIC_MARK
 
 /* ---- release builds: the free mark (MIA_FREE_MARK in internal.h) ---- */
 

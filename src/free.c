@@ -67,16 +67,6 @@ static inline void mia_free_block(mia_page_t *page, void *p, mia_block_t *block)
   mia_free_remote(page, block);
 }
 
-/* Secure builds test the mark before they call the generic free, and
- * search the lists from any thread (check.c); here it would take a live
- * block that holds a freed block's bytes, freed by another thread, for a
- * double free.  Release builds test it here. */
-#if MIA_FREE_MARK && !MIALLOC_SECURE
-#define MIA_GENERIC_MARK 1
-#else
-#define MIA_GENERIC_MARK 0
-#endif
-
 /* The block carries the free mark (release builds): a double free unless
  * the check says otherwise.  Out of line, so the generic free keeps no
  * frame for it. */

@@ -290,6 +290,15 @@ void mia_free_remote(mia_page_t *page, mia_block_t *block);
 #else
 #define MIA_FREE_MARK 0
 #endif
+/* Release builds test the mark in the generic free.  Secure builds test it,
+ * and search the lists from any thread, before they call the generic free
+ * (check.c): testing it again there would take a live block holding a
+ * freed block's bytes, freed by another thread, for a double free. */
+#if MIA_FREE_MARK && !MIALLOC_SECURE
+#define MIA_GENERIC_MARK 1
+#else
+#define MIA_GENERIC_MARK 0
+#endif
 /* hidden in its declaration too, so the free path loads it directly
  * rather than through the GOT (one instruction less) */
 extern uintptr_t mia_free_mark __attribute__((visibility("hidden")));
