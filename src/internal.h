@@ -252,6 +252,7 @@ static inline mia_block_t *mia_tf_head(uintptr_t word) {
 static inline uint32_t mia_tf_count(uintptr_t word) { return (uint32_t)(word >> MIA_TF_COUNT_SHIFT); }
 void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zero);
 void mia_page_collect(mia_page_t *page);
+void mia_page_collect_to_alloc(mia_page_t *page);
 bool mia_page_collect_unowned(mia_page_t *page);
 /* Blocks to hand out now: the free list, or the blocks a sampling stream
  * holds back until its sample is taken (they are free all the same: a

@@ -138,7 +138,7 @@ static mia_always_inline mia_page_t *mia_bin_page_with_room(mia_theap_t *theap, 
   mia_page_t *page = pq->first;
   while (page != NULL) {
     mia_page_t *next = page->next;
-    mia_page_collect(page);
+    mia_page_collect_to_alloc(page);
     /* blocks held by thinning first: they are carved already */
     if (!mia_page_has_free(page) && !(page->held != 0 && mia_page_readmit(page))) mia_page_extend(page);
     if (mia_page_has_free(page)) {

@@ -1,13 +1,16 @@
 /* test-remote-free.c -- blocks freed by other threads come back to their
  * page's owner with the right count: the list of remote frees carries its
  * length in the page's thread_free word, so the owner takes it without a
- * walk (or splices it in front of the owner's own frees). */
+ * walk.  At a refill the remote list becomes the free list as it is;
+ * otherwise it is joined to the owner's own frees (by walking it when it
+ * is short, else both lists at once), and every free block stays on a
+ * list exactly once. */
 #include "internal.h"
 #include "../tap.h"
 
 #include <pthread.h>
 
-#define BLOCKS 100
+#define BLOCKS 400
 
 static void *blocks[BLOCKS];
 
@@ -27,6 +30,23 @@ static void free_in_other_thread(int from, int to) {
 
 static uint32_t remote_count(mia_page_t *page) {
   return mia_tf_count(atomic_load_explicit(&page->thread_free, memory_order_acquire));
+}
+
+static void *drained[8192];
+
+/* Every free block is on a free list exactly once, the first `freed` of
+ * blocks[] among them. */
+static void check_free_lists(mia_page_t *page, int freed) {
+  static uint64_t map[(8192 + 63) / 64];
+  size_t nfree = mia_page_free_map(page, map, true);
+  TAP_OK(nfree == page->capacity - page->used, "the free lists hold every free block once (%zu of %u)", nfree,
+         page->capacity - page->used);
+  bool all = true;
+  for (int i = 0; i < freed; i++) {
+    size_t idx = (size_t)((uint8_t *)mia_page_block_start(page, blocks[i]) - page->start) / page->block_size;
+    all = all && ((map[idx / 64] >> (idx % 64)) & 1);
+  }
+  TAP_OK(all, "the %d freed blocks among them", freed);
 }
 
 int main(void) {
@@ -52,24 +72,45 @@ int main(void) {
          "taken in: %u out, %u expected", page->used, used0 - 60);
 
   /* the owner frees 10 (its local list is not empty now), another
-   * thread the other 30: spliced in front of the owner's */
+   * thread 30: a short remote list, walked to join the owner's */
   for (int i = 60; i < 70; i++) mi_free(blocks[i]);
-  free_in_other_thread(70, BLOCKS);
-  TAP_OK(remote_count(page) == BLOCKS - 70, "then %d more (%u)", BLOCKS - 70, remote_count(page));
+  free_in_other_thread(70, 100);
+  TAP_OK(remote_count(page) == 30, "then 30 more (%u)", remote_count(page));
   mia_page_collect(page);
-  TAP_OK(page->used == used0 - BLOCKS, "all %d back: %u out, %u expected", BLOCKS, page->used, used0 - BLOCKS);
+  TAP_OK(page->used == used0 - 100, "100 back: %u out, %u expected", page->used, used0 - 100);
+  check_free_lists(page, 100);
 
-  /* every block is on a free list exactly once */
-  uint64_t map[(8192 + 63) / 64];
-  size_t nfree = mia_page_free_map(page, map, true);
-  TAP_OK(nfree == page->capacity - page->used, "the free lists hold every free block once (%zu of %u)", nfree,
-         page->capacity - page->used);
-  bool all = true;
-  for (int i = 0; i < BLOCKS; i++) {
-    size_t idx = (size_t)((uint8_t *)mia_page_block_start(page, blocks[i]) - page->start) / page->block_size;
-    all = all && ((map[idx / 64] >> (idx % 64)) & 1);
-  }
-  TAP_OK(all, "each of the freed blocks among them");
+  /* long remote lists: both lists walked at once; first the owner's
+   * ends first (110 against 120), then the remote one (240 against 70) */
+  for (int i = 100; i < 110; i++) mi_free(blocks[i]);
+  free_in_other_thread(110, 230);
+  mia_page_collect(page);
+  TAP_OK(page->used == used0 - 230, "230 back: %u out, %u expected", page->used, used0 - 230);
+  check_free_lists(page, 230);
+  for (int i = 230; i < 240; i++) mi_free(blocks[i]);
+  free_in_other_thread(240, 310);
+  mia_page_collect(page);
+  TAP_OK(page->used == used0 - 310, "310 back: %u out, %u expected", page->used, used0 - 310);
+  check_free_lists(page, 310);
+
+  /* a refill: with the free list empty, the remote list becomes the free
+   * list as it is (its last push first) and the owner's frees wait */
+  size_t ndrained = 0;
+  while (page->free != NULL && ndrained < sizeof drained / sizeof drained[0])
+    drained[ndrained++] = mi_heap_malloc(h, 48);
+  TAP_OK(page->free == NULL && page->sample_rest == NULL, "the free list is drained (%zu blocks)", ndrained);
+  for (int i = 310; i < 320; i++) mi_free(blocks[i]);
+  mia_block_t *local_before = page->local_free;
+  free_in_other_thread(320, BLOCKS);
+  uint32_t used_before = page->used;
+  mia_page_collect(page);
+  TAP_OK(page->free == (mia_block_t *)blocks[BLOCKS - 1] && page->local_free == local_before && local_before != NULL,
+         "the remote list is the free list, local_free is kept (free %p, expected %p; local_free %p, was %p)",
+         (void *)page->free, blocks[BLOCKS - 1], (void *)page->local_free, (void *)local_before);
+  TAP_OK(page->used == used_before - (BLOCKS - 320), "%d back: %u out, %u expected", BLOCKS - 320, page->used,
+         used_before - (BLOCKS - 320));
+  for (size_t i = 0; i < ndrained; i++) mi_free(drained[i]);
+  check_free_lists(page, BLOCKS);
   mi_heap_destroy(h);
   return tap_done();
 }
