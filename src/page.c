@@ -196,15 +196,18 @@ static mia_noinline void mia_page_keep_remote(mia_page_t *page, mia_remote_list_
   mia_block_t *local = page->local_free, *remote = list.head;
   page->local_free = remote;
   if (local == NULL) return;
-  mia_block_t *a = list.count <= MIA_JOIN_WALK_REMOTE ? NULL : local, *b = remote;
-  for (;;) {
+  if (list.count <= MIA_JOIN_WALK_REMOTE) {
+    mia_block_t *tail = remote;
+    for (mia_block_t *next; (next = mia_block_next(page, tail)) != NULL;) tail = next;
+    mia_block_set_next(page, tail, local);
+    return;
+  }
+  for (mia_block_t *a = local, *b = remote;;) {
     mia_block_t *nb = mia_block_next(page, b);
     if (nb == NULL) {
       mia_block_set_next(page, b, local);
       return;
     }
-    b = nb;
-    if (a == NULL) continue;
     mia_block_t *na = mia_block_next(page, a);
     if (na == NULL) {
       mia_block_set_next(page, a, remote);
@@ -212,6 +215,7 @@ static mia_noinline void mia_page_keep_remote(mia_page_t *page, mia_remote_list_
       return;
     }
     a = na;
+    b = nb;
   }
 }
 
@@ -220,10 +224,9 @@ static mia_noinline void mia_page_keep_remote(mia_page_t *page, mia_remote_list_
  * flags stay as they are: they live in the owner's free_key too, and the
  * next owner sets them. */
 bool mia_page_collect_unowned(mia_page_t *page) {
-  if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) != 0) {
-    mia_remote_list_t remote = mia_page_take_thread_list(page);
-    if (remote.head != NULL) mia_page_keep_remote(page, remote);
-  }
+  /* the caller holds the page alone: a non-zero word is a non-empty list */
+  if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) != 0)
+    mia_page_keep_remote(page, mia_page_take_thread_list(page));
   return page->used == 0;
 }
 
@@ -259,17 +262,14 @@ static inline void mia_page_collect_local(mia_page_t *page) {
   }
 }
 
-/* Other threads freed blocks into the page.  At a refill their list
+/* Other threads freed blocks into the page (the owner, the only thread that
+ * takes the list, saw it non-empty).  At a refill their list
  * becomes the free list as it is, and local_free waits for a later one:
  * joining the two walked a list block by block, each a cache miss (a
  * server whose threads free each other's blocks spent 14 % of its time
  * there). */
 static mia_noinline void mia_page_collect_remote(mia_page_t *page) {
   mia_remote_list_t remote = mia_page_take_thread_list(page);
-  if (remote.head == NULL) {
-    mia_page_collect_local(page);
-    return;
-  }
   /* other threads may have freed the page's last sampled block: its frees
    * can skip the sample check again (only the owner, here, changes the
    * flags; a new sample comes from the owner too) */
