@@ -578,6 +578,8 @@ static inline void mia_prof_account_refill(mia_page_t *page, size_t len) {
 #define MIA_THIN 0
 #endif
 #define MIA_THIN_MAX_OS_PAGES 128   /* bits of page->held_mask */
+#define MIA_THIN_BUDGET_DIV 40      /* thinning's system calls: at most 1/40 of a thread's time */
+#define MIA_THIN_BUDGET_MAX ((int64_t)25 * 1000 * 1000)   /* ns of it saved up, at most */
 void mia_theap_thin(mia_theap_t *theap, bool force);
 bool mia_page_readmit(mia_page_t *page);
 void mia_page_mark_held(const mia_page_t *page, uint64_t *freemap);

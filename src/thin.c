@@ -7,8 +7,9 @@
  * phase after phase although the live data barely does.
  *
  * A thinning round runs on the owner thread when it takes a fresh page (the
- * heap is about to grow) at most once per MIALLOC_PURGE_DELAY, and from
- * mi_collect.  A page is thinned when it was sparse in two rounds in a row
+ * heap is about to grow) at most once per MIALLOC_PURGE_DELAY and within a
+ * budget of system-call time (thin_budget_left), and from mi_collect.  A
+ * page is thinned when it was sparse in two rounds in a row
  * (thin_sparse) and is not the page its bin allocates from: every run of
  * MIA_THIN_MIN_RUN or more OS pages that only free blocks touch is purged.
  * The free blocks touching a purged OS page are taken off the lists and
@@ -178,17 +179,20 @@ static size_t drop_short_runs(uint64_t *add) {
  * a round's runs with one flush (Linux 6.16), but a system call the
  * program does not expect can kill it under a seccomp filter (sshd's
  * privilege separation, browser sandboxes, systemd's SystemCallFilter=). */
-static void purge_runs(const mia_page_t *page, const uint64_t *add, bool lazy) {
+static uint64_t purge_runs(const mia_page_t *page, const uint64_t *add, bool lazy) {
   size_t shift = os_shift();
+  uint64_t start = mia_prim_clock_ns();
   for (size_t k = 0, end; next_run(add, &k, &end); k = end) {
     mia_prim_purge(page->start + (k << shift), (end - k) << shift, lazy);
     mia_stat_thin((end - k) << shift);
   }
+  return mia_prim_clock_ns() - start;
 }
 
 /* Purge the page's free OS pages and hold the blocks touching them; the
- * other free blocks make up its free list again, in address order. */
-static void mia_page_thin(mia_page_t *page, bool lazy) {
+ * other free blocks make up its free list again, in address order.
+ * Returns the ns its system calls took. */
+static uint64_t mia_page_thin(mia_page_t *page, bool lazy) {
   /* the lists link the free blocks in the order the program freed them:
    * loading every block's first line ahead turns a chain of cache misses
    * into misses in parallel (pages of small blocks are rarely sparse
@@ -203,8 +207,8 @@ static void mia_page_thin(mia_page_t *page, bool lazy) {
    * owner's lists (and the held blocks) are rebuilt */
   mia_page_free_map(page, freemap, false);
   uint64_t add[2];
-  if (find_purgeable(page, freemap, add) < MIA_THIN_MIN_PAGES || drop_short_runs(add) < MIA_THIN_MIN_PAGES) return;
-  purge_runs(page, add, lazy);
+  if (find_purgeable(page, freemap, add) < MIA_THIN_MIN_PAGES || drop_short_runs(add) < MIA_THIN_MIN_PAGES) return 0;
+  uint64_t spent = purge_runs(page, add, lazy);
   __atomic_store_n(&page->held_mask[0], page->held_mask[0] | add[0], __ATOMIC_RELAXED);
   __atomic_store_n(&page->held_mask[1], page->held_mask[1] | add[1], __ATOMIC_RELAXED);
   /* listed: the free blocks that touch no purged OS page */
@@ -223,6 +227,7 @@ static void mia_page_thin(mia_page_t *page, bool lazy) {
   page->held = (uint32_t)nheld;
   page->thin_ms = (uint32_t)mia_prim_clock_ms();
   update_flag(page);
+  return spent;
 }
 
 /* Sparse enough that about half its OS pages or more hold no live block?
@@ -250,6 +255,30 @@ static bool thin_due(mia_page_t *page, uint32_t round, bool force) {
   return page->thin_used == 0 || (page->used + 1) * 2 <= page->thin_used;
 }
 
+/* What thinning's system calls cost depends on the machine far more than
+ * on the page: on this project's development VM a madvise has taken 1.4 us
+ * alone and 11 us with a second thread running (its CPU must flush its
+ * TLB), and on another day 35 and 135-220 us (a PVM guest, whose TLB
+ * flushes go through the hypervisor), when bench/frag ran 1.35x as long as
+ * with thinning off.  Rather than guess, the calls are timed, and a
+ * thread's rounds may spend at most 1/MIA_THIN_BUDGET_DIV of its time in
+ * them: a budget topped up as time passes, holding at most
+ * MIA_THIN_BUDGET_MAX (a new thread starts with that much).  A round that
+ * finds it spent thins nothing, and one stops when it runs out; mi_collect
+ * thins regardless. */
+static bool thin_budget_left(mia_theap_t *theap, uint64_t now_ns) {
+  uint64_t gone = (now_ns - theap->thin_budget_at) / MIA_THIN_BUDGET_DIV;
+  theap->thin_budget_at = now_ns;
+  int64_t budget = theap->thin_budget + (gone < (uint64_t)MIA_THIN_BUDGET_MAX ? (int64_t)gone : MIA_THIN_BUDGET_MAX);
+  theap->thin_budget = budget < MIA_THIN_BUDGET_MAX ? budget : MIA_THIN_BUDGET_MAX;
+  if (theap->thin_budget > 0) return true;
+  static _Atomic(bool) told;
+  if (!atomic_exchange_explicit(&told, true, memory_order_relaxed))
+    mia_verbose("thinning: its system calls used up their share of a thread's time (1/%d); "
+                "thinning waits for it to refill\n", MIA_THIN_BUDGET_DIV);
+  return false;
+}
+
 /* A thinning round over the theap's queues (not the full list: its pages
  * have no free blocks).  The first page of each bin is the one malloc
  * uses, and stays as it is.  A round reads every queued page's header, a
@@ -258,20 +287,21 @@ static bool thin_due(mia_page_t *page, uint32_t round, bool force) {
  * purge delay). */
 void mia_theap_thin(mia_theap_t *theap, bool force) {
   long delay = mia_option_get_fast(mi_option_purge_delay);
-  uint64_t now = mia_prim_clock_ms();
+  uint64_t now_ns = mia_prim_clock_ns(), now = now_ns / 1000000u;
   theap->thin_at = delay < 0 ? UINT64_MAX : now + (uint64_t)delay;
   if (!MIA_THIN || delay < 0 || mia_sampling_on() || !mia_option_get_fast(mi_option_page_thin)) return;
   /* the flag bit must not collide with the owner's thread id */
   if ((theap->tid & MIA_PAGE_FLAG_MASK) != 0) return;
+  if (!force && !thin_budget_left(theap, now_ns)) return;
   uint32_t round = ++theap->thin_round;
   if (round == 0) round = theap->thin_round = 1;   /* 0 means "not seen" */
   size_t visited = 0;
   bool lazy = mia_option_get_fast(mi_option_purge_decommits) == 0;
-  for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++) {
+  for (size_t bin = 1; bin <= MIA_BIN_COUNT && (force || theap->thin_budget > 0); bin++) {
     mia_page_t *first = theap->pages[bin].first;
     if (first == NULL || (now < theap->thin_resume[bin] && !force)) continue;
-    for (mia_page_t *page = first->next; page != NULL; page = page->next, visited++)
-      if (thin_due(page, round, force)) mia_page_thin(page, lazy);
+    for (mia_page_t *page = first->next; page != NULL && (force || theap->thin_budget > 0); page = page->next, visited++)
+      if (thin_due(page, round, force)) theap->thin_budget -= (int64_t)mia_page_thin(page, lazy);
   }
   if (visited / 100 > (size_t)delay) theap->thin_at = now + visited / 100;
 }

@@ -236,6 +236,8 @@ struct mia_theap_s {
   uint32_t thin_round;
   uint8_t thin_backoff[MIA_BIN_COUNT + 1];    /* per bin: thinned too soon this often */
   uint64_t thin_resume[MIA_BIN_COUNT + 1];    /* per bin: ms until which it is not thinned */
+  int64_t thin_budget;            /* ns thinning's system calls may still take */
+  uint64_t thin_budget_at;        /* ns: when the budget was last topped up */
   uint64_t random;                /* profiler: state of the theap's draws */
 };
 

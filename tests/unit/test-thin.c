@@ -5,6 +5,7 @@
  * needs the memory.  Release builds only: the others check or fill freed
  * memory, which a purge would zero. */
 #include "internal.h"
+#include "tls.h"
 #include "../tap.h"
 #include "../errors.h"
 
@@ -151,6 +152,74 @@ static void *stress_thread(void *arg) {
   return NULL;
 }
 
+/* ---- the time budget: the rounds that run as the heap grows stop
+ * thinning while their system calls have taken more than their share of
+ * the thread's time, and thin again once time has topped it up; mi_collect
+ * thins regardless.  Held blocks tell thinning apart from other purges
+ * (the purge thread may return free slices meanwhile). ---- */
+#define BUDGET_COUNT 600
+
+/* n blocks of a size class this test uses nowhere else, all freed but
+ * one in KEEP_ONE_IN */
+static void budget_pattern(void **b, size_t size) {
+  for (size_t i = 0; i < BUDGET_COUNT; i++) {
+    b[i] = mi_malloc(size);
+    memset(b[i], 0x5a, size);
+  }
+  for (size_t i = 0; i < BUDGET_COUNT; i++)
+    if (!kept(i)) mi_free(b[i]);
+}
+
+static size_t held_count(void *const *b) {
+  size_t n = 0;
+  for (size_t i = 0; i < BUDGET_COUNT; i++) {
+    const mia_page_t *page = kept(i) ? NULL : mia_page_of(b[i]);
+    n += page != NULL && mia_page_block_held(page, b[i]);
+  }
+  return n;
+}
+
+/* overspent by 1 ms, just now: 40 ms to wait */
+static void budget_spend(mia_theap_t *theap) {
+  theap->thin_budget = -1000 * 1000;
+  theap->thin_budget_at = mia_prim_clock_ns();
+}
+
+static void budget_checks(void) {
+  static void *b1[BUDGET_COUNT], *b2[BUDGET_COUNT];
+  mia_theap_t *theap = mia_theap_get();
+
+  /* two rounds in a row: what a page needs to be thinned by them */
+  budget_pattern(b1, 3000);
+  budget_spend(theap);
+  mia_theap_thin(theap, false);
+  mia_theap_thin(theap, false);
+  TAP_OK(held_count(b1) == 0 && theap->thin_budget <= 0, "with thinning's time budget spent, two rounds thin nothing (%zu held)",
+         held_count(b1));
+
+  /* 1/MIA_THIN_BUDGET_DIV of the time gone by comes back, up to the cap:
+   * ten seconds later it is full, less what the rounds' calls take */
+  theap->thin_budget = 0;
+  theap->thin_budget_at -= (uint64_t)10 * 1000 * 1000 * 1000;
+  mia_theap_thin(theap, false);
+  mia_theap_thin(theap, false);
+  TAP_OK(held_count(b1) > 0, "ten seconds later it has refilled, and two rounds thin (%zu blocks held)", held_count(b1));
+  TAP_OK(theap->thin_budget > 0 && theap->thin_budget < MIA_THIN_BUDGET_MAX,
+         "their system calls were charged to it (%lld ns left of %lld)", (long long)theap->thin_budget,
+         (long long)MIA_THIN_BUDGET_MAX);
+
+  budget_pattern(b2, 3500);
+  budget_spend(theap);
+  mi_collect(true);
+  TAP_OK(held_count(b2) > 0, "mi_collect thins with the budget spent (%zu blocks held)", held_count(b2));
+
+  for (size_t i = 0; i < BUDGET_COUNT; i += KEEP_ONE_IN) {
+    mi_free(b1[i]);
+    mi_free(b2[i]);
+  }
+  mi_collect(true);
+}
+
 static int cmp_ptr(const void *a, const void *b) {
   uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
   return x < y ? -1 : x > y;
@@ -270,6 +339,8 @@ int main(void) {
   v.live = 0;
   mi_heap_visit_blocks(mi_heap_get_default(), true, count_live, &v);
   TAP_OK(v.live == 0, "and no block of the size class is live afterwards (%zu)", v.live);
+
+  budget_checks();
 
   before = atomic_load(&errors);
   purged = mia_stats_global.purged_bytes;
