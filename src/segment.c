@@ -158,13 +158,37 @@ static size_t find_slices_for_page(const mia_segment_t *seg, size_t slices) {
   return idx != 0 ? idx : find_free_slices(seg->used_mask, slices);
 }
 
-mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices) {
-  mia_segment_t *seg;
-  size_t idx = 0;
-  for (seg = tld->segments; seg != NULL; seg = seg->next) {
-    idx = find_slices_for_page(seg, slices);
-    if (idx != 0) break;
+/* Dirty slices anywhere among the thread's first segments come before clean
+ * ones in the first segment with room: a page taking clean slices while a
+ * freed run waits in another segment costs page faults now, and the purge
+ * of that run a system call later (randlife: 58,000 faults, 42,000 with
+ * this order).  The bound keeps a thread with thousands of half-used
+ * segments from reading every header for each new page. */
+#define MIA_DIRTY_SCAN_SEGMENTS 32
+
+static mia_segment_t *find_dirty_slices(mia_tld_t *tld, size_t count, size_t *idx) {
+  int scanned = 0;
+  for (mia_segment_t *seg = tld->segments; seg != NULL && scanned < MIA_DIRTY_SCAN_SEGMENTS;
+       seg = seg->next, scanned++) {
+    *idx = find_free_slices(seg->used_mask | ~seg->dirty_mask, count);
+    if (*idx != 0) return seg;
   }
+  return NULL;
+}
+
+/* The first of the thread's segments with room for count slices, or NULL. */
+static mia_segment_t *find_any_slices(mia_tld_t *tld, size_t count, size_t *idx) {
+  for (mia_segment_t *seg = tld->segments; seg != NULL; seg = seg->next) {
+    *idx = find_slices_for_page(seg, count);
+    if (*idx != 0) return seg;
+  }
+  return NULL;
+}
+
+mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices) {
+  size_t idx = 0;
+  mia_segment_t *seg = find_dirty_slices(tld, slices, &idx);
+  if (seg == NULL) seg = find_any_slices(tld, slices, &idx);
   if (seg == NULL) {
     seg = mia_segment_new(tld, slices);
     if (seg == NULL) return NULL;
