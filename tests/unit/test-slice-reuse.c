@@ -1,8 +1,9 @@
 /* test-slice-reuse.c -- a new page takes slices still dirty from a freed
- * page, even in another of the thread's segments, before clean ones: the
- * dirty slices are resident already, so the page costs no page faults and
- * the freed run is not purged only to be faulted back in.  Runs in a
- * thread of its own, whose segments are all its own. */
+ * page, even in another of the thread's segments, before clean ones, and
+ * of those runs the shortest that holds it: the dirty slices are resident
+ * already, so the page costs no page faults, the freed run is not purged
+ * only to be faulted back in, and a long run stays whole for a long page.
+ * Runs in a thread of its own, whose segments are all its own. */
 #include "internal.h"
 #include "tls.h"
 #include "../tap.h"
@@ -55,10 +56,29 @@ static void *run(void *arg) {
   pages[2] = page;
 
   /* with nothing dirty free, a page takes clean room in the first segment */
-  page = new_page(tld);
-  TAP_OK(page != NULL && mia_segment_of_page(page) == second && page->is_zero_init,
+  mia_page_t *second_a = new_page(tld), *second_b = new_page(tld);
+  TAP_OK(second_a != NULL && mia_segment_of_page(second_a) == second && second_a->is_zero_init,
          "with no dirty run free, the first segment's clean slices");
+  TAP_OK(second_b != NULL && mia_segment_of_page(second_b) == second, "and again");
+
+  /* best fit across segments: a 16-slice dirty run first in the list, an
+   * 8-slice one in the older segment; the 8-slice page takes the latter,
+   * leaving the long run whole */
+  mia_page_t *exact = pages[4];
+  uint8_t *exact_start = exact->start;
+  mia_segment_page_free(pages[page_count - 1]);   /* the newer segment's slices 1-8 */
+  mia_segment_page_free(second_a);                /* and 9-16: one 16-slice run */
+  mia_segment_page_free(exact);
+  pages[4] = NULL;
+  pages[--page_count] = NULL;
+  page = new_page(tld);
+  TAP_OK(page != NULL && page->start == exact_start, "an 8-slice page takes the 8-slice run, not the 16-slice one");
+  pages[4] = page;
+  page = new_page(tld);
+  TAP_OK(page != NULL && mia_segment_of_page(page) == second && !page->is_zero_init,
+         "the next one takes the long run's dirty slices");
   if (page_count < MAX_PAGES) pages[page_count++] = page;
+  if (page_count < MAX_PAGES) pages[page_count++] = second_b;
 
   for (size_t i = 0; i < page_count; i++)
     if (pages[i] != NULL) mia_segment_page_free(pages[i]);
