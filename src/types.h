@@ -71,15 +71,15 @@ enum {
 };
 
 typedef struct mia_page_s {
-  /* first cache line: what the owner's fast paths touch (malloc: free,
-   * used; free: free_key, local_free, used) and what a remote free reads */
-  mia_block_t *free;             /* blocks the allocation fast path pops */
-  uint32_t used;                 /* blocks handed out, not yet freed locally */
-  uint32_t capacity;             /* blocks carved out of the page so far */
+  /* first cache line: what every free reads (the owner's and other
+   * threads') and the owner writes only when the page is set up, extended,
+   * flagged or thinned.  The owner's per-call writes live on the next line:
+   * were they here, each remote free's read of free_key would take the line
+   * away from the owner, and the owner's next malloc would wait for it. */
   uintptr_t free_key;            /* owner thread id | flags; 0 when unowned */
-  mia_block_t *local_free;       /* blocks freed by the owner */
   size_t block_size;
   uint8_t *start;                /* first block */
+  uint32_t capacity;             /* blocks carved out of the page so far */
   uint32_t reserved;             /* blocks that fit in the page */
   uint16_t slice_count;          /* slices this page spans */
   uint8_t bin;
@@ -88,18 +88,38 @@ typedef struct mia_page_s {
   bool is_zero_init;             /* memory came zeroed from the OS */
   bool is_huge;
   bool is_guarded;               /* a guarded-sampling slot page (guarded.c) */
-  /* second cache line: written by other threads (remote frees), so the
-   * owner's fast-path line does not bounce between cores on every one */
+  /* thinning (thin.c): OS pages of a sparse page purged while it keeps its
+   * live blocks; the free blocks touching them are on no list ("held") */
+  uint64_t held_mask[2];         /* purged OS pages, one bit each */
+  uint32_t held;                 /* free blocks touching them */
+  uint32_t thin_used;            /* used when last thinned; 0: never */
+  /* second cache line: written by the owner on every malloc and free
+   * (free, used, local_free); no other thread touches it */
+  mia_block_t *free __attribute__((aligned(64)));  /* blocks the allocation fast path pops */
+  uint32_t used;                 /* blocks handed out, not yet freed locally */
+  uint32_t sample_rest_len;      /* blocks in sample_rest; UINT32_MAX: not known */
+  mia_block_t *local_free;       /* blocks freed by the owner */
+  /* profiler sampling (prof.c): while a profiler runs, free holds only the
+   * blocks before the next sample; the rest wait here, so the fast path
+   * needs no counter and falls into the slow path at the sample */
+  mia_block_t *sample_rest;
+  int64_t sample_left;           /* bytes before the sample; <0: not armed */
+  int32_t guard_left;            /* blocks before a guarded sample; <0: not armed */
+  uint32_t thin_stamp;           /* the theap's thinning round that saw it sparse */
+  uint32_t thin_ms;              /* when it was thinned (low bits of the ms clock) */
+  bool sample_rest_is_zero;      /* free_is_zero of the list sample_rest was cut from */
+  /* third cache line: written by other threads (remote frees) */
   _Atomic(uintptr_t) thread_free __attribute__((aligned(64)));  /* remote frees (LIFO) */
   _Atomic(int) remote_queued;    /* 1 while on the owner's remote list */
+  _Atomic(uint32_t) sampled_live;  /* profiler-sampled blocks alive in the page */
   struct mia_page_s *remote_next;
   _Atomic(mia_theap_t *) theap;  /* owner; read by remote freers to notify */
   struct mia_page_s *next;       /* theap queue links */
   struct mia_page_s *prev;
 #if MIALLOC_SECURE
-  /* third cache line, secure builds: what their fast paths check besides
-   * the first line (every pop decodes a link, every free checks the block
-   * start), kept together so the checks touch one line more, not two */
+  /* fourth cache line, secure builds: what their fast paths check besides
+   * the first two lines (every pop decodes a link, every free checks the
+   * block start), kept together so the checks touch one line more, not two */
   uintptr_t keys[2] __attribute__((aligned(64)));  /* free-list encoding keys */
   /* block_size = odd << shift.  rotr((p - start) * inverse(odd), shift) is
    * the block index when p - start is a multiple of block_size, and above
@@ -109,22 +129,6 @@ typedef struct mia_page_s {
   uintptr_t area_size;           /* reserved * block_size: where links may point */
   uint8_t div_shift;
 #endif
-  /* profiler sampling (prof.c): while a profiler runs, free holds only the
-   * blocks before the next sample; the rest wait here, so the fast path
-   * needs no counter and falls into the slow path at the sample */
-  mia_block_t *sample_rest;
-  int64_t sample_left;           /* bytes before the sample; <0: not armed */
-  int32_t guard_left;            /* blocks before a guarded sample; <0: not armed */
-  _Atomic(uint32_t) sampled_live;  /* profiler-sampled blocks alive in the page */
-  uint32_t sample_rest_len;      /* blocks in sample_rest; UINT32_MAX: not known */
-  bool sample_rest_is_zero;      /* free_is_zero of the list sample_rest was cut from */
-  /* thinning (thin.c): OS pages of a sparse page purged while it keeps its
-   * live blocks; the free blocks touching them are on no list ("held") */
-  uint64_t held_mask[2];         /* purged OS pages, one bit each */
-  uint32_t held;                 /* free blocks touching them */
-  uint32_t thin_used;            /* used when last thinned; 0: never */
-  uint32_t thin_stamp;           /* the theap's thinning round that saw it sparse */
-  uint32_t thin_ms;              /* when it was thinned (low bits of the ms clock) */
 } __attribute__((aligned(64))) mia_page_t;
 
 typedef struct mia_page_queue_s {

@@ -4,11 +4,14 @@
  * walk.  At a refill the remote list becomes the free list as it is;
  * otherwise it is joined to the owner's own frees (by walking it when it
  * is short, else both lists at once), and every free block stays on a
- * list exactly once. */
+ * list exactly once.  What a remote free reads and writes of the page
+ * shares no cache line with what the owner writes on every malloc and
+ * free. */
 #include "internal.h"
 #include "../tap.h"
 
 #include <pthread.h>
+#include <stddef.h>
 
 #define BLOCKS 400
 
@@ -34,6 +37,24 @@ static uint32_t remote_count(mia_page_t *page) {
 
 static void *drained[8192];
 
+#define LINE_OF(field) (offsetof(mia_page_t, field) / 64)
+
+/* A remote free reads free_key, flags and block_size and pushes onto
+ * thread_free; the owner writes free, used and local_free on every call.
+ * Sharing a line would make each remote free steal the owner's line. */
+static void check_page_layout(void) {
+  size_t owner[] = {LINE_OF(free), LINE_OF(used), LINE_OF(local_free)};
+  size_t remote[] = {LINE_OF(free_key), LINE_OF(flags), LINE_OF(block_size), LINE_OF(is_huge),
+                     LINE_OF(is_guarded), LINE_OF(thread_free), LINE_OF(theap)};
+  bool apart = true;
+  for (size_t i = 0; i < sizeof owner / sizeof owner[0]; i++)
+    for (size_t j = 0; j < sizeof remote / sizeof remote[0]; j++) apart = apart && owner[i] != remote[j];
+  TAP_OK(apart, "the owner's per-call page fields share no cache line with what remote frees touch");
+  TAP_OK(_Alignof(mia_page_t) >= 64 && sizeof(mia_page_t) % 64 == 0,
+         "page records are whole cache lines (size %zu, alignment %zu)", sizeof(mia_page_t),
+         (size_t)_Alignof(mia_page_t));
+}
+
 /* Every free block is on a free list exactly once, the first `freed` of
  * blocks[] among them. */
 static void check_free_lists(mia_page_t *page, int freed) {
@@ -50,6 +71,7 @@ static void check_free_lists(mia_page_t *page, int freed) {
 }
 
 int main(void) {
+  check_page_layout();
   mi_heap_t *h = mi_heap_new();
   mia_page_t *page = NULL;
   /* BLOCKS blocks of one page (guarded sampling may place one elsewhere) */
