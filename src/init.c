@@ -223,6 +223,9 @@ static void mia_thread_done_theap(mia_theap_t *theap) {
   if (tld->is_done) return;
   tld->is_done = true;
   mia_theap_set(&mia_theap_empty);
+  /* the blocks this thread held back go to their pages before its own
+   * pages are given up (some may be its own) */
+  mia_remote_flush(tld);
   mia_thread_release_heap_theaps(tld);
   mia_theap_t *main_theap = tld->theap_default;
   mia_heap_unlink_theap(main_theap);
@@ -249,6 +252,8 @@ mia_export void mi_process_init(void) { mi_thread_init(); }
 mia_export void mi_process_done(void) {
   static _Atomic(int) done;
   if (atomic_exchange(&done, 1)) return;
+  mia_theap_t *theap = mia_theap_get();
+  if (theap != &mia_theap_empty) mia_remote_flush(theap->tld->thread_tld);
   if (mia_option_get_fast(mi_option_show_stats)) mia_stats_print_at_exit();
   if (mia_option_get_fast(mi_option_show_leaks)) mia_show_leaks();
 }
@@ -269,6 +274,7 @@ __attribute__((destructor(101))) static void mia_destructor(void) { mi_process_d
 mia_export void mi_collect(bool force) {
   mia_theap_t *theap = mia_theap_get();
   if (theap == &mia_theap_empty) return;
+  mia_remote_flush(theap->tld->thread_tld);
   mia_deferred_free(theap, force);
   mia_theap_collect(theap, force);
   mia_subproc_t *sp = theap->tld->subproc;

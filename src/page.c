@@ -381,16 +381,16 @@ size_t mia_page_usable_of(const mia_page_t *page, const void *p) {
   return page->block_size - (size_t)((const uint8_t *)p - block);
 }
 
-/* A free from a thread that does not own the page.  If the owner parked the
- * page in its full list it will not look at it again by itself, so the first
+/* Frees from a thread that does not own the page: n marked blocks linked
+ * from first to last, pushed in one go.  If the owner parked the page in
+ * its full list it will not look at it again by itself, so the first
  * remote free after that puts the page on the owner's remote list. */
-void mia_free_remote(mia_page_t *page, mia_block_t *block) {
+void mia_free_remote_list(mia_page_t *page, mia_block_t *first, mia_block_t *last, uint32_t n) {
   uintptr_t head = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
-  mia_block_set_free_mark(block);
   uintptr_t word;
   do {
-    mia_block_set_next(page, block, mia_tf_head(head));
-    word = (uintptr_t)block | (uintptr_t)(mia_tf_count(head) + 1) << MIA_TF_COUNT_SHIFT;
+    mia_block_set_next(page, last, mia_tf_head(head));
+    word = (uintptr_t)first | (uintptr_t)(mia_tf_count(head) + n) << MIA_TF_COUNT_SHIFT;
   } while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &head, word,
                                                   memory_order_seq_cst, memory_order_relaxed));
   /* seq_cst pairs with the owner's flag store and re-check in theap.c: either
@@ -408,4 +408,9 @@ void mia_free_remote(mia_page_t *page, mia_block_t *block) {
     page->remote_next = top;
   } while (!atomic_compare_exchange_weak_explicit(&theap->remote_pages, &top, page,
                                                   memory_order_release, memory_order_relaxed));
+}
+
+void mia_free_remote(mia_page_t *page, mia_block_t *block) {
+  mia_block_set_free_mark(block);
+  mia_free_remote_list(page, block, block, 1);
 }

@@ -164,7 +164,9 @@ static mia_page_t *mia_page_fresh(mia_theap_t *theap, uint8_t bin) {
   size_t bsize = mia_bin_size[bin];
   size_t slices = mia_page_slices_for(bsize);
   mia_deferred_free(theap, false);
-  /* the heap grows: first give back what sparse pages hold free */
+  /* the heap grows: other threads get the blocks this one held back, and
+   * what sparse pages hold free goes back */
+  mia_remote_flush(theap->tld->thread_tld);
   if (MIA_THIN && mia_prim_clock_ms() >= theap->thin_at) mia_theap_thin(theap, false);
   /* out of room: segments other threads left may hold a page of this size
    * with free blocks.  Adopting them first keeps a program whose threads

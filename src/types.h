@@ -150,7 +150,7 @@ struct mia_segment_s {
   uint64_t guard_mask;           /* secure: slices whose last OS page is a guard (bit 0: the metadata guard) */
   bool is_huge;
   bool in_full_list;
-  mi_heap_t *heap;               /* heap of its pages (NULL: the main heap) */
+  mi_heap_t *heap;               /* heap of its pages (NULL: a deleted heap's, now the main heap's) */
   struct mia_segment_s *next;    /* tld list, abandoned list, or heap's huge list */
   struct mia_segment_s *prev;
   mia_page_t pages[MIA_SEGMENT_SLICES];  /* indexed by first slice */
@@ -175,6 +175,23 @@ struct mia_arena_s {
   uint64_t *guards;              /* secure: per free segment, the guards still set */
 };
 
+/* Remote frees a thread holds back, per page, to push several in one go
+ * (free.c).  Release builds only: the checked and the tools builds want
+ * each free seen where it happens. */
+#if MIALLOC_SECURE || MIALLOC_PADDING || MIALLOC_DEBUG || MIALLOC_VALGRIND || MIALLOC_ASAN
+#define MIA_REMOTE_HOLD 0
+#else
+#define MIA_REMOTE_HOLD 32           /* pages held for, direct-mapped */
+#endif
+
+typedef struct mia_remote_held_s {
+  mia_page_t *page;
+  mia_block_t *first;            /* the last held; linked to the ones before */
+  mia_block_t *last;             /* the first held */
+  uint32_t count;
+  uint32_t limit;                /* push when count reaches it */
+} mia_remote_held_t;
+
 /* A segment owner: the thread's segments for one heap, and that heap's
  * theap.  Each thread has one for its sub-process's main heap (the "thread
  * tld", which also lists the others) and one per first-class heap it uses,
@@ -191,6 +208,9 @@ struct mia_tld_s {
   mia_subproc_t *subproc;
   struct mia_tld_s *next_free;   /* metadata pool link */
   bool is_done;
+#if MIA_REMOTE_HOLD
+  mia_remote_held_t remote_held[MIA_REMOTE_HOLD];  /* thread tld only */
+#endif
 };
 
 /* A statistic with a current value, its highest value, and the sum of all
