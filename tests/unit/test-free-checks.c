@@ -9,28 +9,10 @@
 #include "internal.h"
 #include "../tap.h"
 #include "../errors.h"
+#include "../handout.h"
 
 #include <pthread.h>
 #include <stdlib.h>
-
-static int cmp_ptr(const void *a, const void *b) {
-  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* n blocks of size from this thread are all different (a block on a free
- * list twice would come out twice); they are freed again */
-#define FRESH 3000
-static bool handed_out_once(size_t size) {
-  static void *blocks[FRESH];
-  for (size_t i = 0; i < FRESH; i++) blocks[i] = mi_malloc(size);
-  qsort(blocks, FRESH, sizeof blocks[0], cmp_ptr);
-  bool once = blocks[0] != NULL;
-  for (size_t i = 1; i < FRESH; i++)
-    if (blocks[i] == blocks[i - 1]) once = false;
-  for (size_t i = 0; i < FRESH; i++) mi_free(blocks[i]);
-  return once;
-}
 
 typedef struct {
   void *p;

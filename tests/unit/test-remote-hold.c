@@ -9,6 +9,7 @@
 #include "internal.h"
 #include "../tap.h"
 #include "../errors.h"
+#include "../handout.h"
 
 #include <pthread.h>
 #include <semaphore.h>
@@ -55,25 +56,6 @@ static void in_freer(action_t action, int from, int to) {
 
 static uint32_t remote_count(mia_page_t *page) {
   return mia_tf_count(atomic_load_explicit(&page->thread_free, memory_order_acquire));
-}
-
-static int cmp_ptr(const void *a, const void *b) {
-  uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* 3000 blocks of SIZE are all different (a block on two lists would come
- * out twice); they are freed again */
-#define FRESH 3000
-static bool handed_out_once(void) {
-  static void *fresh[FRESH];
-  for (size_t i = 0; i < FRESH; i++) fresh[i] = mi_malloc(SIZE);
-  qsort(fresh, FRESH, sizeof fresh[0], cmp_ptr);
-  bool once = fresh[0] != NULL;
-  for (size_t i = 1; i < FRESH; i++)
-    if (fresh[i] == fresh[i - 1]) once = false;
-  for (size_t i = 0; i < FRESH; i++) mi_free(fresh[i]);
-  return once;
 }
 
 /* BLOCKS blocks of one page of the main heap (guarded sampling is off) */
@@ -143,7 +125,7 @@ int main(void) {
   pthread_join(t, NULL);
   TAP_OK(remote_count(page) == 3, "the thread's exit pushes them: %u on the remote list", remote_count(page));
   for (int i = 23; i < BLOCKS; i++) mi_free(blocks[i]);
-  TAP_OK(handed_out_once(), "no block is handed out twice afterwards");
+  TAP_OK(handed_out_once(SIZE), "no block is handed out twice afterwards");
   TAP_OK(atomic_load(&errors) == before + 1, "and nothing else was reported (%d errors in all)",
          atomic_load(&errors));
   return tap_done();
