@@ -21,6 +21,18 @@
 #define mia_cold        __attribute__((cold, noinline))
 #define mia_export      __attribute__((visibility("default")))
 
+/* Ask for p's cache line in a state we may write.  On x86-64 that is
+ * prefetchw (CPUs without it run it as a no-op); the builtin would make it
+ * a read prefetch unless the whole build targets newer CPUs.  A prefetch
+ * never faults, NULL included. */
+static inline void mia_prefetch_write(const void *p) {
+#if defined(__x86_64__)
+  __asm__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+  __builtin_prefetch(p, 1);
+#endif
+}
+
 /* Internal assertions: invariants of the allocator's own data, checked in
  * debug builds (--enable-debug) only.  A failure is a bug in mialloc or
  * metadata the program overwrote; either way nothing later can be trusted,
@@ -382,6 +394,10 @@ static inline void *mia_page_pop(mia_page_t *page, bool zero) {
   mia_assert((uint8_t *)block >= page->start && page->used < page->capacity);
   if (mia_unlikely(!mia_block_next_ok(page, block, &next))) return mia_page_pop_bad_link(page, zero);
   page->free = next;
+  /* the next pop reads and writes that block: a block another thread
+   * freed was last written on that thread's core, and the miss would
+   * stall the next malloc (larson: 74 % of malloc's samples) */
+  mia_prefetch_write(next);
   return mia_page_pop_finish(page, block, zero);
 }
 
