@@ -402,11 +402,11 @@ static mia_unused bool mia_block_is_free(mia_page_t *page, const void *p) {
 
 /* Is a block with the free mark free indeed?  Yes, unless live data
  * matches the 64-bit mark by chance.  The owner looks on the page's lists
- * to be sure, and at the link of a block another thread holds back (on no
- * list yet, MIA_REMOTE_HOLD); another thread cannot walk lists the owner
- * is changing and takes the mark's word. */
+ * to be sure, and at the link tag of a block in another thread's batch of
+ * remote frees (on no list yet, MIA_REMOTE_BATCH); another thread cannot
+ * walk lists the owner is changing and takes the mark's word. */
 static bool mia_marked_block_free(mia_page_t *page, const void *block, bool owner) {
-  return !owner || (MIA_REMOTE_HOLD > 0 && mia_block_link_tagged_held(block)) || mia_block_is_free(page, block);
+  return !owner || (MIA_REMOTE_BATCH > 0 && mia_block_link_tagged_batched(block)) || mia_block_is_free(page, block);
 }
 
 /* A block with the free mark freed again: true when it is a double free

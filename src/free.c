@@ -39,44 +39,44 @@ void mia_free_invalid(void *p) {
              "(another allocator's memory, a stack address, or memory already returned)\n", p);
 }
 
-#if MIA_REMOTE_HOLD
+#if MIA_REMOTE_BATCH
 
-/* A thread holds its remote frees back, per page, and pushes a page's
- * blocks in one go when it has MIA_REMOTE_HOLD_BLOCKS of them (fewer for
- * bigger blocks), when another page takes the page's entry, when it needs
- * a fresh page of its own, when it collects and when it exits.  Each push
- * is a locked instruction, and a locked instruction waits until every
+/* A thread batches its remote frees per page and pushes a page's batch in
+ * one go when it has MIA_REMOTE_BATCH_BLOCKS blocks (fewer for bigger
+ * blocks), when another page takes the batch's entry, when the thread
+ * needs a fresh page of its own, when it collects and when it exits.  Each
+ * push is a locked instruction, and a locked instruction waits until every
  * store before it is done: on a free that is the program's stores into
  * memory it just allocated, whose lines come from other cores (in larson
  * 83 % of the remote free's samples sat on it).  The blocks are marked
  * free at once, so a second free is still caught.  Only blocks of the main
- * heap are held: a first-class heap may be destroyed with its pages while
- * a block waits. */
-#define MIA_REMOTE_HOLD_BLOCKS 16
-#define MIA_REMOTE_HOLD_BYTES 16384   /* per page: a few held blocks must not pin much memory */
+ * heap are batched: a first-class heap may be destroyed with its pages
+ * while a batch waits. */
+#define MIA_REMOTE_BATCH_BLOCKS 16
+#define MIA_REMOTE_BATCH_BYTES 16384   /* per page: a waiting batch must not keep much memory from its owner */
 
-static inline bool mia_remote_holdable(const mia_page_t *page) {
+static inline bool mia_remote_batchable(const mia_page_t *page) {
   const mia_segment_t *seg = mia_segment_of_page(page);
   const mi_heap_t *heap = seg->heap;
-  return page->block_size <= MIA_REMOTE_HOLD_BYTES / 2 && seg->subproc == &mia_subproc_main &&
+  return page->block_size <= MIA_REMOTE_BATCH_BYTES / 2 && seg->subproc == &mia_subproc_main &&
          (heap == NULL || heap == &mia_subproc_main.heap_main);
 }
 
-/* Untag the held links (their lines are this thread's by now), then push
- * the page's blocks in one go. */
-static inline void mia_remote_push_held(mia_remote_held_t *held) {
-  for (mia_block_t *b = held->first; b != held->last;) {
-    b->next = (mia_block_t *)((uintptr_t)b->next & ~MIA_HELD_LINK_TAG);
+/* Untag the batch's links (their lines are this thread's by now), then
+ * push it in one go. */
+static inline void mia_remote_push_batch(mia_remote_batch_t *batch) {
+  for (mia_block_t *b = batch->first; b != batch->last;) {
+    b->next = (mia_block_t *)((uintptr_t)b->next & ~MIA_BATCHED_LINK_TAG);
     b = b->next;
   }
-  mia_free_remote_list(held->page, held->first, held->last, held->count);
-  held->page = NULL;
-  held->count = 0;
+  mia_free_remote_list(batch->page, batch->first, batch->last, batch->count);
+  batch->page = NULL;
+  batch->count = 0;
 }
 
-static void mia_free_remote_held(mia_page_t *page, mia_block_t *block) {
+static void mia_free_remote_batched(mia_page_t *page, mia_block_t *block) {
   mia_theap_t *theap = mia_theap_get();
-  if (theap == &mia_theap_empty || !mia_remote_holdable(page)) {
+  if (theap == &mia_theap_empty || !mia_remote_batchable(page)) {
     mia_free_remote(page, block);
     return;
   }
@@ -84,30 +84,30 @@ static void mia_free_remote_held(mia_page_t *page, mia_block_t *block) {
   /* page records are 64-byte aligned; the segment's bits spread pages of
    * different segments with the same index */
   uintptr_t key = ((uintptr_t)page >> 6) ^ ((uintptr_t)page >> MIA_SEGMENT_SHIFT);
-  mia_remote_held_t *held = &tld->remote_held[key % MIA_REMOTE_HOLD];
+  mia_remote_batch_t *batch = &tld->remote_batch[key % MIA_REMOTE_BATCH];
   mia_block_set_free_mark(block);
-  if (held->page == page) {
-    block->next = (mia_block_t *)((uintptr_t)held->first | MIA_HELD_LINK_TAG);
-    held->first = block;
+  if (batch->page == page) {
+    block->next = (mia_block_t *)((uintptr_t)batch->first | MIA_BATCHED_LINK_TAG);
+    batch->first = block;
   } else {
-    if (held->page != NULL) mia_remote_push_held(held);
-    size_t limit = MIA_REMOTE_HOLD_BYTES / page->block_size;
-    block->next = (mia_block_t *)MIA_HELD_LINK_TAG;
-    held->page = page;
-    held->first = held->last = block;
-    held->limit = limit < MIA_REMOTE_HOLD_BLOCKS ? (uint32_t)limit : MIA_REMOTE_HOLD_BLOCKS;
+    if (batch->page != NULL) mia_remote_push_batch(batch);
+    size_t limit = MIA_REMOTE_BATCH_BYTES / page->block_size;
+    block->next = (mia_block_t *)MIA_BATCHED_LINK_TAG;
+    batch->page = page;
+    batch->first = batch->last = block;
+    batch->limit = limit < MIA_REMOTE_BATCH_BLOCKS ? (uint32_t)limit : MIA_REMOTE_BATCH_BLOCKS;
   }
-  if (++held->count >= held->limit) mia_remote_push_held(held);
+  if (++batch->count >= batch->limit) mia_remote_push_batch(batch);
 }
 
 void mia_remote_flush(mia_tld_t *tld) {
-  for (size_t i = 0; i < MIA_REMOTE_HOLD; i++)
-    if (tld->remote_held[i].page != NULL) mia_remote_push_held(&tld->remote_held[i]);
+  for (size_t i = 0; i < MIA_REMOTE_BATCH; i++)
+    if (tld->remote_batch[i].page != NULL) mia_remote_push_batch(&tld->remote_batch[i]);
 }
 
 #else
 
-static inline void mia_free_remote_held(mia_page_t *page, mia_block_t *block) { mia_free_remote(page, block); }
+static inline void mia_free_remote_batched(mia_page_t *page, mia_block_t *block) { mia_free_remote(page, block); }
 
 void mia_remote_flush(mia_tld_t *tld) { (void)tld; }
 
@@ -138,7 +138,7 @@ static inline void mia_free_block(mia_page_t *page, void *p, mia_block_t *block)
     if (page->used == 0) mia_page_retire(page);
     return;
   }
-  mia_free_remote_held(page, block);
+  mia_free_remote_batched(page, block);
 }
 
 /* The block carries the free mark (release builds): a double free unless

@@ -223,7 +223,7 @@ static void mia_thread_done_theap(mia_theap_t *theap) {
   if (tld->is_done) return;
   tld->is_done = true;
   mia_theap_set(&mia_theap_empty);
-  /* the blocks this thread held back go to their pages before its own
+  /* this thread's batches of remote frees go to their pages before its own
    * pages are given up (some may be its own) */
   mia_remote_flush(tld);
   mia_thread_release_heap_theaps(tld);

@@ -289,13 +289,13 @@ void mia_free_remote(mia_page_t *page, mia_block_t *block);
 void mia_free_remote_list(mia_page_t *page, mia_block_t *first, mia_block_t *last, uint32_t n);
 void mia_remote_flush(mia_tld_t *tld);
 
-/* A block a thread holds back (MIA_REMOTE_HOLD, free.c) carries the free
- * mark and a link with this bit set: its owner, which cannot see other
- * threads' held blocks, tells it from live data copied from a free block
- * (whose link is a block address or NULL) by the bit. */
-#define MIA_HELD_LINK_TAG ((uintptr_t)1)
-static inline bool mia_block_link_tagged_held(const void *block) {
-  return (((const uintptr_t *)block)[0] & MIA_HELD_LINK_TAG) != 0;
+/* A block in a thread's batch of remote frees (MIA_REMOTE_BATCH, free.c)
+ * carries the free mark and a link with this bit set: its owner, which
+ * cannot see other threads' batches, tells it from live data copied from a
+ * free block (whose link is a block address or NULL) by the bit. */
+#define MIA_BATCHED_LINK_TAG ((uintptr_t)1)
+static inline bool mia_block_link_tagged_batched(const void *block) {
+  return (((const uintptr_t *)block)[0] & MIA_BATCHED_LINK_TAG) != 0;
 }
 
 /* Release and secure builds mark every freed block's second word with a

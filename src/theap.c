@@ -164,7 +164,7 @@ static mia_page_t *mia_page_fresh(mia_theap_t *theap, uint8_t bin) {
   size_t bsize = mia_bin_size[bin];
   size_t slices = mia_page_slices_for(bsize);
   mia_deferred_free(theap, false);
-  /* the heap grows: other threads get the blocks this one held back, and
+  /* the heap grows: other threads get this one's batches of their blocks, and
    * what sparse pages hold free goes back */
   mia_remote_flush(theap->tld->thread_tld);
   if (MIA_THIN && mia_prim_clock_ms() >= theap->thin_at) mia_theap_thin(theap, false);

@@ -175,22 +175,22 @@ struct mia_arena_s {
   uint64_t *guards;              /* secure: per free segment, the guards still set */
 };
 
-/* Remote frees a thread holds back, per page, to push several in one go
+/* Remote frees a thread batches per page, to push several in one go
  * (free.c).  Release builds only: the checked and the tools builds want
  * each free seen where it happens. */
 #if MIALLOC_SECURE || MIALLOC_PADDING || MIALLOC_DEBUG || MIALLOC_VALGRIND || MIALLOC_ASAN
-#define MIA_REMOTE_HOLD 0
+#define MIA_REMOTE_BATCH 0
 #else
-#define MIA_REMOTE_HOLD 32           /* pages held for, direct-mapped */
+#define MIA_REMOTE_BATCH 32           /* batches (pages) per thread, direct-mapped */
 #endif
 
-typedef struct mia_remote_held_s {
+typedef struct mia_remote_batch_s {
   mia_page_t *page;
-  mia_block_t *first;            /* the last held; linked to the ones before */
-  mia_block_t *last;             /* the first held */
+  mia_block_t *first;            /* the latest block; linked to the ones before */
+  mia_block_t *last;             /* the earliest */
   uint32_t count;
   uint32_t limit;                /* push when count reaches it */
-} mia_remote_held_t;
+} mia_remote_batch_t;
 
 /* A segment owner: the thread's segments for one heap, and that heap's
  * theap.  Each thread has one for its sub-process's main heap (the "thread
@@ -208,8 +208,8 @@ struct mia_tld_s {
   mia_subproc_t *subproc;
   struct mia_tld_s *next_free;   /* metadata pool link */
   bool is_done;
-#if MIA_REMOTE_HOLD
-  mia_remote_held_t remote_held[MIA_REMOTE_HOLD];  /* thread tld only */
+#if MIA_REMOTE_BATCH
+  mia_remote_batch_t remote_batch[MIA_REMOTE_BATCH];  /* thread tld only */
 #endif
 };
 

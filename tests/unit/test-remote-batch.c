@@ -1,11 +1,11 @@
-/* test-remote-hold.c -- a thread holds its frees of other threads' small
- * main-heap blocks back, per page, and pushes a page's blocks in one go
- * (release builds; the others push each at once): at 16 blocks, when it
- * collects and when it exits.  Blocks of a first-class heap are pushed at
- * once (the heap may be destroyed).  The owner's second free of a held
- * block is reported as a double free and no block is handed out twice.
- * The freeing thread runs one step at a time, so the page can be looked at
- * while it holds blocks. */
+/* test-remote-batch.c -- a thread batches its frees of other threads'
+ * small main-heap blocks per page and pushes a page's batch in one go
+ * (release builds; the others push each free at once): at 16 blocks, when
+ * it collects and when it exits.  Blocks of a first-class heap are pushed
+ * at once (the heap may be destroyed).  The owner's second free of a
+ * batched block is reported as a double free and no block is handed out
+ * twice.  The freeing thread runs one step at a time, so the page can be
+ * looked at while a batch waits. */
 #include "internal.h"
 #include "../tap.h"
 #include "../errors.h"
@@ -73,8 +73,8 @@ static mia_page_t *fill_blocks(void) {
 int main(void) {
   mi_option_set(mi_option_guarded_sample_rate, 0);
   mi_register_error(on_error, NULL);
-  const bool held = MIA_REMOTE_HOLD > 0;
-  tap_diag("remote frees are %s in this build", held ? "held back" : "pushed at once");
+  const bool batched = MIA_REMOTE_BATCH > 0;
+  tap_diag("remote frees are %s in this build", batched ? "batched" : "pushed at once");
   sem_init(&go, 0, 0);
   sem_init(&done, 0, 0);
   mia_page_t *page = fill_blocks();
@@ -83,17 +83,17 @@ int main(void) {
   if (pthread_create(&t, NULL, freer, NULL) != 0) abort();
 
   in_freer(FREE_RANGE, 0, 5);
-  uint32_t expect = held ? 0 : 5;
+  uint32_t expect = batched ? 0 : 5;
   TAP_OK(remote_count(page) == expect, "5 remote frees: %u on the page's remote list, %u expected",
          remote_count(page), expect);
   in_freer(FREE_RANGE, 5, 16);
   TAP_OK(remote_count(page) == 16, "the 16th pushes them in one go: %u on the remote list", remote_count(page));
   in_freer(FREE_RANGE, 16, 20);
-  expect = held ? 16 : 20;
+  expect = batched ? 16 : 20;
   TAP_OK(remote_count(page) == expect, "4 more: %u on the remote list, %u expected", remote_count(page), expect);
 
   /* the owner frees one of the 4 again: a double free whether the block
-   * is held or on the remote list */
+   * waits in the batch or is on the remote list */
   int before = atomic_load(&errors);
   mi_free(blocks[18]);
   TAP_OK(atomic_load(&errors) == before + 1 && atomic_load(&last_error) == EAGAIN,
@@ -101,7 +101,7 @@ int main(void) {
          atomic_load(&errors) - before);
 
   in_freer(COLLECT, 0, 0);
-  TAP_OK(remote_count(page) == 20, "mi_collect pushes what the thread held: %u on the remote list",
+  TAP_OK(remote_count(page) == 20, "mi_collect pushes the thread's batches: %u on the remote list",
          remote_count(page));
   mia_page_collect(page);
   TAP_OK(page->used == used0 - 20, "the owner takes the 20 in: %u out, %u expected", page->used, used0 - 20);
@@ -117,9 +117,9 @@ int main(void) {
          remote_count(hpage));
   mi_heap_destroy(h);
 
-  /* the thread's exit pushes what it held */
+  /* the thread's exit pushes its batches */
   in_freer(FREE_RANGE, 20, 23);
-  expect = held ? 0 : 3;
+  expect = batched ? 0 : 3;
   TAP_OK(remote_count(page) == expect, "3 more: %u on the remote list, %u expected", remote_count(page), expect);
   in_freer(EXIT, 0, 0);
   pthread_join(t, NULL);
