@@ -31,8 +31,31 @@ static size_t find_claim_one(const mia_arena_t *a) {
   return clean;
 }
 
-static size_t find_claim_run(const mia_arena_t *a, size_t count) {
-  if (count == 1) return find_claim_one(a);   /* every thread segment: word at a time */
+/* Secure builds: a dirty free segment whose guards a one-segment claim
+ * keeps whole, with the one it would set first among them (keep's lowest
+ * bit: a thread segment's metadata guard, a huge span's end guard), or
+ * SIZE_MAX.  Programs that cycle huge blocks and thread segments through
+ * the same memory otherwise lift a segment's guards and set others on
+ * nearly every claim, a system call each (aligncalloc: 600 lifts and as
+ * many sets a run). */
+static size_t find_claim_guarded(const mia_arena_t *a, uint64_t keep) {
+  uint64_t first = keep & -keep;
+  if (mia_page_guard_size() == 0 || first == 0) return SIZE_MAX;
+  size_t words = (a->segment_count + MIA_BITS - 1) / MIA_BITS;
+  for (size_t w = 0; w < words; w++)
+    for (uint64_t m = ~a->used_map[w] & a->dirty_map[w]; m != 0; m &= m - 1) {
+      size_t i = w * MIA_BITS + (size_t)__builtin_ctzll(m);
+      uint64_t g = a->guards[i];
+      if ((g & first) != 0 && (g & ~keep) == 0) return i;
+    }
+  return SIZE_MAX;
+}
+
+static size_t find_claim_run(const mia_arena_t *a, size_t count, uint64_t keep) {
+  if (count == 1) {   /* every thread segment: word at a time */
+    size_t i = find_claim_guarded(a, keep);
+    return i != SIZE_MAX ? i : find_claim_one(a);
+  }
   size_t best = SIZE_MAX, best_dirty = 0, run = 0, dirty = 0;
   for (size_t i = 0; i < a->segment_count; i++) {
     if (i % MIA_BITS == 0 && a->used_map[i / MIA_BITS] == ~(uint64_t)0) {
@@ -282,7 +305,7 @@ mia_segment_t *mia_arena_alloc_segments(mia_subproc_t *sp, mia_arena_t *only, si
   size_t idx = SIZE_MAX;
   for (arena = sp->arenas; arena != NULL; arena = arena->next) {
     if (only != NULL ? arena != only : arena->exclusive || arena->dedicated) continue;
-    idx = find_claim_run(arena, count);
+    idx = find_claim_run(arena, count, keep);
     if (idx != SIZE_MAX) break;
   }
   if (arena == NULL && only == NULL && mia_option_get_fast(mi_option_disallow_os_alloc) == 0) {
