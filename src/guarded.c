@@ -21,7 +21,10 @@
  * protection change of the range around them: one mprotect then reopens a
  * run of neighbouring slots, and slots are handed out in address order
  * (a cursor going round) so the runs are long.  A sample then costs about
- * 2.4 us in one thread: the close at free and an eighth of a reopen.
+ * 2.4 us in one thread: the close at free and a small share of a reopen.
+ * Runs of up to 64 slots: each call is dear where system calls are (on a
+ * PVM guest the program's TLB refills after it cost more than the call),
+ * and a longer run only opens slots whose quarantine has ended anyway.
  */
 #include "internal.h"
 #include "tls.h"
@@ -35,7 +38,7 @@
 #define MIA_GUARD_SLOTS     ((MIA_SEGMENT_SLICES - 1) * MIA_GUARD_PER_SLICE)
 #define MIA_GUARD_MAX_SEGMENTS 16
 #define MIA_GUARD_QUARANTINE 256    /* guarded allocations a freed slot stays closed for, at least */
-#define MIA_GUARD_OPEN_RUN  8       /* slots one mprotect reopens, at most */
+#define MIA_GUARD_OPEN_RUN  64      /* slots one mprotect reopens, at most */
 #define MIA_GUARD_MAX_SIZE  (MIA_GUARD_PAGE - 16)
 
 enum {
