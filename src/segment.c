@@ -599,7 +599,8 @@ void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock
 
 /* Make an abandoned segment (off its list, held alone by the caller) this
  * thread's: its pages join the thread's theap, the blocks other threads
- * freed meanwhile are collected, and empty pages are freed.  NULL when
+ * freed meanwhile are collected, and empty pages are freed unless their
+ * bin has no page yet.  NULL when
  * that emptied it and it went back to its arena. */
 static mia_segment_t *mia_segment_adopt(mia_tld_t *tld, mia_segment_t *seg) {
   seg->tld = tld;
@@ -617,7 +618,12 @@ static mia_segment_t *mia_segment_adopt(mia_tld_t *tld, mia_segment_t *seg) {
     atomic_store_explicit(&page->theap, theap, memory_order_release);
     page->free_key = theap->tid | (page->flags & MIA_PAGE_FLAG_MASK);
     mia_page_collect(page);
-    if (page->used > 0) {
+    /* an empty page stays as its bin's current page where the theap has
+     * none, as it would have stayed with its last owner (mia_page_retire):
+     * a thread that takes over a finished one's segment mostly allocates
+     * the same sizes, and a page kept costs nothing where a fresh one is
+     * set up and its free list built again */
+    if (page->used > 0 || theap->pages[page->bin].first == NULL) {
       mia_theap_queue_page(theap, page);
       continue;
     }
