@@ -599,10 +599,10 @@ void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock
 
 /* Make an abandoned segment (off its list, held alone by the caller) this
  * thread's: its pages join the thread's theap, the blocks other threads
- * freed meanwhile are collected, and empty pages are freed unless their
- * bin has no page yet.  NULL when
- * that emptied it and it went back to its arena. */
-static mia_segment_t *mia_segment_adopt(mia_tld_t *tld, mia_segment_t *seg) {
+ * freed meanwhile are collected, and empty pages are freed -- but for
+ * keep_empty, one for each bin that has no page yet.  NULL when that
+ * emptied it and it went back to its arena. */
+static mia_segment_t *mia_segment_adopt(mia_tld_t *tld, mia_segment_t *seg, bool keep_empty) {
   seg->tld = tld;
   __atomic_store_n(&seg->heap, tld->heap, __ATOMIC_RELEASE);
   seg->next = seg->prev = NULL;
@@ -618,12 +618,13 @@ static mia_segment_t *mia_segment_adopt(mia_tld_t *tld, mia_segment_t *seg) {
     atomic_store_explicit(&page->theap, theap, memory_order_release);
     page->free_key = theap->tid | (page->flags & MIA_PAGE_FLAG_MASK);
     mia_page_collect(page);
-    /* an empty page stays as its bin's current page where the theap has
-     * none, as it would have stayed with its last owner (mia_page_retire):
-     * a thread that takes over a finished one's segment mostly allocates
-     * the same sizes, and a page kept costs nothing where a fresh one is
-     * set up and its free list built again */
-    if (page->used > 0 || theap->pages[page->bin].first == NULL) {
+    /* a thread that needs room (keep_empty) keeps an empty page as its
+     * bin's current page where it has none, as the page's last owner would
+     * have (mia_page_retire): taking over a finished thread's segment, it
+     * mostly allocates the same sizes, and a page kept costs nothing where
+     * a fresh one is set up and its free list built again.  Segments
+     * adopted to give their memory back keep nothing empty. */
+    if (page->used > 0 || (keep_empty && theap->pages[page->bin].first == NULL)) {
       mia_theap_queue_page(theap, page);
       continue;
     }
@@ -650,7 +651,7 @@ bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out) {
   if (seg != NULL) sp->abandoned = seg->next;
   mia_unlock(&sp->lock);
   if (seg == NULL) return false;
-  *out = mia_segment_adopt(tld, seg);
+  *out = mia_segment_adopt(tld, seg, true);
   return true;
 }
 
@@ -687,7 +688,7 @@ mia_segment_t *mia_segments_reclaim_empty(mia_tld_t *tld, long max) {
   for (mia_segment_t *seg = batch, *next; seg != NULL; seg = next) {
     next = seg->next;
     if (mia_segment_collect_unowned(seg) && mia_arena_serves(sp, seg, tld->heap->arena)) {
-      mia_segment_t *adopted = mia_segment_adopt(tld, seg);
+      mia_segment_t *adopted = mia_segment_adopt(tld, seg, false);
       if (adopted != NULL) kept = adopted;
       continue;
     }

@@ -2,7 +2,9 @@
  * keeps an empty page of it as its bin's current page where it has none
  * for that size yet, as the page's last owner would have kept it: the
  * page keeps its carved blocks, and no fresh page is set up for the size.
- * A second empty page of the same size goes back to the segment.
+ * A second empty page of the same size goes back to the segment, and a
+ * first-class heap that adopts emptied segments to give their memory back
+ * keeps none.
  *
  * The first thread fills two pages of 64-byte blocks and hands every
  * block to the main thread, which frees them after the thread is gone (so
@@ -60,6 +62,21 @@ static void *adopt(void *arg) {
   return NULL;
 }
 
+/* A first-class heap's mi_collect(true) adopts segments whose blocks have
+ * all been freed, to give their memory back: it keeps no empty page. */
+static void *collect_in_heap(void *arg) {
+  uint8_t bin = *(uint8_t *)arg;
+  mi_heap_t *heap = mi_heap_new();
+  mi_heap_t *old = mi_heap_set_default(heap);
+  mi_collect(true);
+  mia_theap_t *theap = mia_theap_get();
+  TAP_OK(heap != NULL && theap->pages[bin].first == NULL && theap->full.first == NULL,
+         "a first-class heap collecting emptied segments keeps none of their pages");
+  mi_heap_set_default(old);
+  mi_heap_delete(heap);
+  return NULL;
+}
+
 int main(void) {
   mi_option_set(mi_option_purge_delay, -1);   /* nothing purged while it looks */
   pthread_t t;
@@ -72,5 +89,13 @@ int main(void) {
   mi_collect(false);   /* push this thread's batches of them */
   ran = pthread_create(&t, NULL, adopt, NULL) == 0 && pthread_join(t, NULL) == 0;
   TAP_OK(ran, "a second thread ran");
+
+  /* again, and this time a thread of a first-class heap collects */
+  ran = pthread_create(&t, NULL, fill, NULL) == 0 && pthread_join(t, NULL) == 0;
+  uint8_t bin = ran && first_page != NULL ? first_page->bin : 0;
+  for (size_t i = 0; i < COUNT; i++) mi_free(blocks[i]);
+  mi_collect(false);
+  ran = ran && pthread_create(&t, NULL, collect_in_heap, &bin) == 0 && pthread_join(t, NULL) == 0;
+  TAP_OK(ran, "a third and a fourth thread ran");
   return tap_done();
 }
