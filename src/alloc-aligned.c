@@ -47,8 +47,14 @@ void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size
     errno = mia_alloc_error(EOVERFLOW, 1, size, alignment);
     return NULL;
   }
-  void *p = mia_malloc_aligned_sampling(theap, mia_padded_request(size), alignment, offset, zero);
-  if (p != NULL && !mia_page_of(p)->is_guarded) mia_padding_set(p, size);
+  /* debug builds check the block's freed fill before it is zeroed */
+  bool zero_here = MIALLOC_DEBUG && zero;
+  void *p = mia_malloc_aligned_sampling(theap, mia_padded_request(size), alignment, offset, zero && !zero_here);
+  if (p != NULL && !mia_page_of(p)->is_guarded) {
+    /* a block at an alignment of 16 or less may carry a profiler header */
+    mia_checked_handout(p, size, zero_here, alignment > 16 || offset != 0);
+    mia_padding_set(p, size);
+  }
 #else
   void *p = mia_malloc_aligned_sampling(theap, size, alignment, offset, zero);
 #endif

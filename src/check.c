@@ -249,6 +249,22 @@ static void mia_check_reused(mia_page_t *page, uint8_t *block) {
 #endif
 }
 
+/* A block from the aligned path about to be handed out (checked builds;
+ * the caller sets its padding record): what mia_theap_malloc_checked does
+ * to the others.  p may sit past an alignment gap; `unsampled` says no
+ * profiler header precedes it, so the block's freed fill is there to check. */
+void mia_checked_handout(void *p, size_t size, bool zero, bool unsampled) {
+  mia_page_t *page = mia_page_of(p);
+  if (!page->is_huge) {
+    uint8_t *block = mia_page_block_start(page, p);
+    if (unsampled || (uint8_t *)p == block) mia_check_reused(page, block);
+  }
+  if (zero) memset(p, 0, size);
+#if MIALLOC_DEBUG
+  else if (!page->is_huge) memset(p, MIA_FRESH_FILL, size);
+#endif
+}
+
 /* The checked malloc: room for the padding record, then set it.  Small
  * blocks are taken unzeroed so the write-after-free check sees them as
  * they were left; huge ones keep the zeroed-by-the-OS shortcut. */
@@ -288,14 +304,8 @@ void *mia_theap_malloc_checked(mia_theap_t *theap, size_t size, bool zero) {
     if (zero) memset(p, 0, size);
     return p;
   }
-  if (!huge) {
-    uint8_t *block = mia_page_block_start(page, p);
-    if ((uint8_t *)p == block) mia_check_reused(page, block);
-    if (zero) memset(p, 0, size);
-#if MIALLOC_DEBUG
-    else memset(p, MIA_FRESH_FILL, size);
-#endif
-  }
+  /* a profiler-sampled block starts past its header: its fill is not checked */
+  mia_checked_handout(p, size, zero && !huge, false);
   mia_padding_set(p, size);
   return p;
 }

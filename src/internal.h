@@ -506,6 +506,7 @@ static inline size_t mia_padded_request(size_t size) {
   return (size < sizeof(void *) ? sizeof(void *) : size) + MIA_PADDING_SIZE;
 }
 void *mia_theap_malloc_checked(mia_theap_t *theap, size_t size, bool zero) mia_noinline;
+void mia_checked_handout(void *p, size_t size, bool zero, bool unsampled);
 void mia_free_checked(void *p) mia_noinline;
 void mia_free_secure_slow(mia_page_t *page, void *p) mia_noinline;
 bool mia_free_is_double(mia_page_t *page, const void *block, bool owner) mia_noinline;
