@@ -52,6 +52,8 @@ void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zer
   page->sample_rest = NULL;
   page->sample_rest_len = UINT32_MAX;
   page->sample_rest_is_zero = false;
+  page->idle_since = 0;
+  page->idle_mark = 0;
   page->sample_left = -1;
   page->guard_left = -1;
   atomic_store_explicit(&page->sampled_live, 0, memory_order_relaxed);

@@ -108,6 +108,8 @@ typedef struct mia_page_s {
   uint32_t thin_stamp;           /* the theap's thinning round that saw it sparse */
   uint32_t thin_ms;              /* when it was thinned (low bits of the ms clock) */
   bool sample_rest_is_zero;      /* free_is_zero of the list sample_rest was cut from */
+  uint32_t idle_since;           /* ms clock: last seen in use (theap.c) */
+  uint32_t idle_mark;            /* the free lists' heads when last looked at */
   /* third cache line: written by other threads (remote frees) */
   _Atomic(uintptr_t) thread_free __attribute__((aligned(64)));  /* remote frees (LIFO) */
   _Atomic(int) remote_queued;    /* 1 while on the owner's remote list */
