@@ -52,7 +52,7 @@ void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size
   void *p = mia_malloc_aligned_sampling(theap, mia_padded_request(size), alignment, offset, zero && !zero_here);
   if (p != NULL && !mia_page_of(p)->is_guarded) {
     /* a block at an alignment of 16 or less may carry a profiler header */
-    mia_checked_handout(p, size, zero_here, alignment > 16 || offset != 0);
+    if (MIALLOC_DEBUG) mia_checked_handout(p, size, zero_here, alignment > 16 || offset != 0);
     mia_padding_set(p, size);
   }
 #else

@@ -162,19 +162,17 @@ static mia_always_inline mia_page_t *mia_bin_page_with_room(mia_theap_t *theap, 
 /* An emptied page that is its bin's current page stays (mia_page_retire):
  * a program that frees its last block of a size often asks for that size
  * again at once.  But a size one phase of a program used should not keep
- * a page of dirty memory for the rest of the run (bench python3 peaked
- * 3 MiB lower without them; bigint's 11 such pages, 700 KiB at its peak,
- * are sizes it uses again every 18 ms, which this leaves be).  So when the thread needs a new page,
- * current pages that have been empty and untouched for the purge delay go
- * back to their segments first, where the new page can take their memory.
- * Untouched: the heads of the free lists did not move, as any malloc from
- * the page would have moved them.  Only pages that carved half their
- * blocks: one that carved little holds little, and a page set up again
- * later would likely land on a fully dirty run in its place.  This costs
- * nothing on the fast paths, nor in mia_page_retire, which a loop that
- * allocates and frees one block calls every time.  Not inlined: inside
- * mia_malloc_generic it cost the refill path 0.1 instructions per
- * malloc+free pair (bench/run --fastpath), spilling registers. */
+ * a page of dirty memory for the rest of the run (bench python3 peaks
+ * 3 MiB lower without them).  So when the thread needs a new page, current
+ * pages empty and untouched for the purge delay go back to their segments
+ * first, where the new page can take their memory.  Untouched: the heads
+ * of the free lists did not move, as any malloc from the page would have
+ * moved them.  Only pages that carved half their blocks: one that carved
+ * little holds little, and set up again later it would likely land on a
+ * fully dirty run.  Nothing here is on the fast paths or in
+ * mia_page_retire, which a loop allocating and freeing one block calls
+ * every time.  Not inlined: inside mia_malloc_generic it spilled
+ * registers, 0.1 instructions per malloc+free pair (bench/run --fastpath). */
 static mia_noinline void mia_theap_free_idle(mia_theap_t *theap, uint8_t bin) {
   long delay = mia_option_get_fast(mi_option_purge_delay);
   if (delay < 0) return;
