@@ -50,7 +50,10 @@ void *mia_malloc_aligned(mia_theap_t *theap, size_t size, size_t alignment, size
   /* debug builds check the block's freed fill before it is zeroed */
   bool zero_here = MIALLOC_DEBUG && zero;
   void *p = mia_malloc_aligned_sampling(theap, mia_padded_request(size), alignment, offset, zero && !zero_here);
-  if (p != NULL && !mia_page_of(p)->is_guarded) {
+  if (p != NULL && mia_page_of(p)->is_guarded) {
+    /* guarded blocks check themselves; a reused slot is not zero */
+    if (zero_here) memset(p, 0, size);
+  } else if (p != NULL) {
     /* a block at an alignment of 16 or less may carry a profiler header */
     if (MIALLOC_DEBUG) mia_checked_handout(p, size, zero_here, alignment > 16 || offset != 0);
     mia_padding_set(p, size);

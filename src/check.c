@@ -249,10 +249,11 @@ static void mia_check_reused(mia_page_t *page, uint8_t *block) {
 #endif
 }
 
-/* A block from the aligned path about to be handed out (checked builds;
- * the caller sets its padding record): what mia_theap_malloc_checked does
- * to the others.  p may sit past an alignment gap; `unsampled` says no
- * profiler header precedes it, so the block's freed fill is there to check. */
+/* What checked builds do to a block about to be handed out, before its
+ * padding record is set: in debug builds, report a write into it while it
+ * was free, then zero it or fill it with the fresh pattern.  p may sit past
+ * an alignment gap (the aligned path); `unsampled` says no profiler header
+ * precedes it, so the block's freed fill is there to check. */
 void mia_checked_handout(void *p, size_t size, bool zero, bool unsampled) {
   mia_page_t *page = mia_page_of(p);
   if (!page->is_huge) {

@@ -118,6 +118,23 @@ static void check_write_after_free(alloc_fn fn, const char *name) {
   for (size_t i = 0; i < n; i++) mi_free(kept[i]);
 }
 
+/* A zeroing aligned call that lands on a guarded slot gets zeros too: the
+ * slot was used before.  Every allocation is sampled here, of a size no
+ * page was set up for yet (a page's sampling is armed when it is set up);
+ * slots come back after a quarantine of 256 guarded allocations. */
+static void check_guarded_zero(void) {
+  mi_option_set(mi_option_guarded_sample_rate, 1);
+  bool ok = true;
+  for (int i = 0; i < 1000 && ok; i++) {
+    unsigned char *z = mi_zalloc_aligned(700, 16);
+    ok = z != NULL && all_bytes(z, 700, 0);
+    if (z != NULL) memset(z, 0x55, 700);
+    mi_free(z);
+  }
+  mi_option_set(mi_option_guarded_sample_rate, 0);
+  TAP_OK(ok, "mi_zalloc_aligned under guarded sampling at 1 in 1: zero every time");
+}
+
 int main(void) {
   /* a guarded block (secure + debug builds sample by default) is not filled */
   mi_option_set(mi_option_guarded_sample_rate, 0);
@@ -127,6 +144,7 @@ int main(void) {
   check_write_after_free(aligned16, "mi_malloc_aligned(16)");
   check_write_after_free(aligned64, "mi_malloc_aligned(64)");
   check_write_after_free(aligned_at, "mi_malloc_aligned_at(64, 8)");
+  check_guarded_zero();
   return tap_done();
 }
 #endif
