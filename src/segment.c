@@ -451,7 +451,7 @@ mia_page_t *mia_huge_page_alloc(mi_heap_t *heap, size_t size, size_t alignment) 
   mia_subproc_t *sp = heap->subproc;
   size_t extra = alignment > MIA_SLICE_SIZE ? alignment : 0;
   size_t need = MIA_SLICE_SIZE + size + extra + mia_page_guard_size();
-  if (need < size) return NULL;
+  if (need < size || !mia_prim_may_back(need)) return NULL;
   size_t count = (need + MIA_SEGMENT_SIZE - 1) / MIA_SEGMENT_SIZE;
   bool is_zero;
   uint64_t guards = 0;
@@ -489,6 +489,7 @@ bool mia_huge_page_grow(mia_page_t *page, size_t newsize) {
     return true;
   }
   bool is_zero;
+  if (!mia_prim_may_back(want * MIA_SEGMENT_SIZE)) return false;
   if (!mia_arena_extend_segments(seg, count, want - count, &is_zero)) return false;
   uint8_t *old_end = (uint8_t *)seg + seg->size;
   mia_huge_span_guard(seg, false);

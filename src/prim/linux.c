@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,15 +80,43 @@ void mia_prim_want_thp(void *p, size_t size) {
 /* vm.overcommit_memory=2 makes the kernel charge writable private memory
  * against the commit limit when it is mapped, touched or not
  * (MAP_NORESERVE is ignored then): reserved memory is not free there. */
-bool mia_prim_overcommits(void) {
-  static _Atomic(int) state;   /* 0: not read, 1: overcommits, -1: does not */
-  int s = atomic_load_explicit(&state, memory_order_relaxed);
-  if (s == 0) {
+static int overcommit_mode(void) {
+  static _Atomic(int) mode = -1;   /* -1: not read yet; 0 if unreadable, the kernel's default */
+  int m = atomic_load_explicit(&mode, memory_order_relaxed);
+  if (m < 0) {
     char buf[16];
-    s = mia_prim_read_file("/proc/sys/vm/overcommit_memory", buf, sizeof buf) && buf[0] == '2' ? -1 : 1;
-    atomic_store_explicit(&state, s, memory_order_relaxed);
+    m = mia_prim_read_file("/proc/sys/vm/overcommit_memory", buf, sizeof buf) && buf[0] >= '0' && buf[0] <= '2'
+            ? buf[0] - '0' : 0;
+    atomic_store_explicit(&mode, m, memory_order_relaxed);
   }
-  return s > 0;
+  return m;
+}
+
+bool mia_prim_overcommits(void) { return overcommit_mode() != 2; }
+
+/* RAM plus swap, the most the kernel's heuristic grants one mapping. */
+static size_t ram_and_swap(void) {
+  struct sysinfo si;
+  if (sysinfo(&si) != 0) return SIZE_MAX;
+  unsigned __int128 total = ((unsigned __int128)si.totalram + si.totalswap) * (si.mem_unit ? si.mem_unit : 1);
+  return total > SIZE_MAX ? SIZE_MAX : (size_t)total;
+}
+
+/* Under vm.overcommit_memory=0 the kernel refuses a writable private
+ * mapping larger than RAM plus swap, so glibc's malloc answers ENOMEM
+ * there; arenas are MAP_NORESERVE reservations, which it never weighs, so
+ * the question is asked here.  Granting such a block would also cost its
+ * page-map entries, 1/8192 of its size in RAM: malloc(16 TiB) would write
+ * 2 GiB of them.  The total is cached and read again only before a
+ * refusal (swap may have been added since). */
+bool mia_prim_may_back(size_t size) {
+  static _Atomic(size_t) limit;
+  if (overcommit_mode() != 0) return true;   /* 1: grants all; 2: the commit charge decides */
+  size_t l = atomic_load_explicit(&limit, memory_order_relaxed);
+  if (l != 0 && size <= l) return true;
+  l = ram_and_swap();
+  atomic_store_explicit(&limit, l, memory_order_relaxed);
+  return size <= l;
 }
 
 static int uncommitted_prot(bool readable) { return readable ? PROT_READ : PROT_NONE; }

@@ -23,6 +23,9 @@ void  *mia_prim_reserve(size_t size, size_t alignment, bool allow_thp);
  * commit: writable and charged (false at the commit limit); decommit:
  * pages and charge dropped, back to what reserve_uncommitted made. */
 bool   mia_prim_overcommits(void);
+/* Whether the kernel would grant one writable mapping of size bytes
+ * (vm.overcommit_memory=0: not beyond RAM plus swap). */
+bool   mia_prim_may_back(size_t size);
 void  *mia_prim_reserve_uncommitted(size_t size, size_t alignment, bool readable);
 bool   mia_prim_commit(void *p, size_t size);
 bool   mia_prim_decommit(void *p, size_t size, bool readable);
