@@ -18,7 +18,6 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
-#include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,8 +84,10 @@ static int overcommit_mode(void) {
   int m = atomic_load_explicit(&mode, memory_order_relaxed);
   if (m < 0) {
     char buf[16];
+    int saved = errno;   /* read from inside malloc: leave errno as it was */
     m = mia_prim_read_file("/proc/sys/vm/overcommit_memory", buf, sizeof buf) && buf[0] >= '0' && buf[0] <= '2'
             ? buf[0] - '0' : 0;
+    errno = saved;
     atomic_store_explicit(&mode, m, memory_order_relaxed);
   }
   return m;
@@ -94,12 +95,27 @@ static int overcommit_mode(void) {
 
 bool mia_prim_overcommits(void) { return overcommit_mode() != 2; }
 
-/* RAM plus swap, the most the kernel's heuristic grants one mapping. */
+/* The value of a "Key:   123 kB" line of /proc/meminfo, in bytes. */
+static size_t meminfo_bytes(const char *text, const char *key) {
+  const char *s = strstr(text, key);
+  if (s == NULL) return 0;
+  s += strlen(key);
+  while (*s == ' ') s++;
+  size_t kib = 0;
+  while (*s >= '0' && *s <= '9' && kib < SIZE_MAX / 10240) kib = kib * 10 + (size_t)(*s++ - '0');
+  return kib * 1024;
+}
+
+/* RAM plus swap, the most the kernel's heuristic grants one mapping.
+ * From /proc/meminfo rather than sysinfo(2): a sandbox's system-call
+ * filter allows the file reads the allocator already makes, and may not
+ * allow a call it does not expect.  SIZE_MAX where it cannot be read. */
 static size_t ram_and_swap(void) {
-  struct sysinfo si;
-  if (sysinfo(&si) != 0) return SIZE_MAX;
-  unsigned __int128 total = ((unsigned __int128)si.totalram + si.totalswap) * (si.mem_unit ? si.mem_unit : 1);
-  return total > SIZE_MAX ? SIZE_MAX : (size_t)total;
+  char buf[2048];   /* SwapTotal is about 500 bytes in */
+  if (!mia_prim_read_file("/proc/meminfo", buf, sizeof buf)) return SIZE_MAX;
+  size_t ram = meminfo_bytes(buf, "MemTotal:"), swap = meminfo_bytes(buf, "SwapTotal:");
+  if (ram == 0) return SIZE_MAX;
+  return ram + swap < ram ? SIZE_MAX : ram + swap;
 }
 
 /* Under vm.overcommit_memory=0 the kernel refuses a writable private
@@ -114,7 +130,9 @@ bool mia_prim_may_back(size_t size) {
   if (overcommit_mode() != 0) return true;   /* 1: grants all; 2: the commit charge decides */
   size_t l = atomic_load_explicit(&limit, memory_order_relaxed);
   if (l != 0 && size <= l) return true;
+  int saved = errno;   /* a granted block leaves errno alone */
   l = ram_and_swap();
+  errno = saved;
   atomic_store_explicit(&limit, l, memory_order_relaxed);
   return size <= l;
 }
