@@ -13,6 +13,8 @@
  */
 #include "internal.h"
 
+#include <errno.h>
+
 #include <pthread.h>
 #include <signal.h>
 
@@ -74,7 +76,9 @@ static void mia_purge_thread_start(mia_subproc_t *sp) {
   pthread_attr_setstacksize(&attr, 64 * 1024);
   pthread_t thread;
   bool was_suspended = mia_sampling_suspend();
+  int saved = errno;   /* started from inside free, which must leave errno alone */
   int rc = pthread_create(&thread, &attr, mia_purge_main, sp);
+  errno = saved;
   mia_sampling_resume(was_suspended);
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, NULL);

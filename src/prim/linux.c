@@ -23,6 +23,15 @@
 
 extern char **environ;
 
+/* Every call here runs inside malloc or free, and free must leave errno as
+ * it was (POSIX.1-2024; glibc since 2.33), as a malloc that succeeds
+ * should: a contended lock's futex wait returns EAGAIN, a purge at the
+ * mapping limit ENOMEM.  MIA_KEEP_ERRNO first thing in a function puts the
+ * caller's errno back however it returns; the allocator reports its own
+ * failures through return values, never through errno from here. */
+static inline void keep_errno_restore(const int *saved) { errno = *saved; }
+#define MIA_KEEP_ERRNO int keep_errno_saved_ __attribute__((cleanup(keep_errno_restore), unused)) = errno
+
 #ifndef MADV_FREE
 #define MADV_FREE 8
 #endif
@@ -60,12 +69,14 @@ static void *map_aligned(size_t size, size_t alignment, int prot) {
 }
 
 void *mia_prim_reserve(size_t size, size_t alignment, bool allow_thp) {
+  MIA_KEEP_ERRNO;
   void *p = map_aligned(size, alignment, PROT_READ | PROT_WRITE);
   if (p != NULL && allow_thp) mia_prim_want_thp(p, size);
   return p;
 }
 
 void mia_prim_want_thp(void *p, size_t size) {
+  MIA_KEEP_ERRNO;
 #ifdef MADV_HUGEPAGE
   madvise(p, size, MADV_HUGEPAGE);
 #else
@@ -84,10 +95,8 @@ static int overcommit_mode(void) {
   int m = atomic_load_explicit(&mode, memory_order_relaxed);
   if (m < 0) {
     char buf[16];
-    int saved = errno;   /* read from inside malloc: leave errno as it was */
     m = mia_prim_read_file("/proc/sys/vm/overcommit_memory", buf, sizeof buf) && buf[0] >= '0' && buf[0] <= '2'
             ? buf[0] - '0' : 0;
-    errno = saved;
     atomic_store_explicit(&mode, m, memory_order_relaxed);
   }
   return m;
@@ -130,9 +139,7 @@ bool mia_prim_may_back(size_t size) {
   if (overcommit_mode() != 0) return true;   /* 1: grants all; 2: the commit charge decides */
   size_t l = atomic_load_explicit(&limit, memory_order_relaxed);
   if (l != 0 && size <= l) return true;
-  int saved = errno;   /* a granted block leaves errno alone */
   l = ram_and_swap();
-  errno = saved;
   atomic_store_explicit(&limit, l, memory_order_relaxed);
   return size <= l;
 }
@@ -142,10 +149,14 @@ static int uncommitted_prot(bool readable) { return readable ? PROT_READ : PROT_
 /* Neither kind of uncommitted memory is charged: only writable private
  * mappings are. */
 void *mia_prim_reserve_uncommitted(size_t size, size_t alignment, bool readable) {
+  MIA_KEEP_ERRNO;
   return map_aligned(size, alignment, uncommitted_prot(readable));
 }
 
-bool mia_prim_commit(void *p, size_t size) { return mprotect(p, size, PROT_READ | PROT_WRITE) == 0; }
+bool mia_prim_commit(void *p, size_t size) {
+  MIA_KEEP_ERRNO;
+  return mprotect(p, size, PROT_READ | PROT_WRITE) == 0;
+}
 
 /* A fresh anonymous mapping over [p, p + size): its pages, commit charge,
  * guard markers and advice (transparent huge pages) all go with the old. */
@@ -156,13 +167,17 @@ static bool map_fresh(void *p, size_t size, int prot) {
 
 /* A fresh mapping, since an mprotect back would keep the charge (the
  * kernel drops it only with the mapping). */
-bool mia_prim_decommit(void *p, size_t size, bool readable) { return map_fresh(p, size, uncommitted_prot(readable)); }
+bool mia_prim_decommit(void *p, size_t size, bool readable) {
+  MIA_KEEP_ERRNO;
+  return map_fresh(p, size, uncommitted_prot(readable));
+}
 
 /* Keep transparent huge pages out of a range whose protection changes page
  * by page: every mprotect there would split a huge page first (twice the
  * cost of a plain one here), and the guard pages leave nothing whole to
  * back with one anyway. */
 void mia_prim_no_thp(void *p, size_t size) {
+  MIA_KEEP_ERRNO;
 #ifdef MADV_NOHUGEPAGE
   madvise(p, size, MADV_NOHUGEPAGE);
 #else
@@ -177,11 +192,15 @@ void mia_prim_no_thp(void *p, size_t size) {
 
 /* Fault a range in writable now (Linux 5.14); false where the kernel
  * cannot (the range still works, it faults in as it is touched). */
-bool mia_prim_populate(void *p, size_t size) { return madvise(p, size, MADV_POPULATE_WRITE) == 0; }
+bool mia_prim_populate(void *p, size_t size) {
+  MIA_KEEP_ERRNO;
+  return madvise(p, size, MADV_POPULATE_WRITE) == 0;
+}
 
 /* Leave a range out of core dumps.  Guarded sampling also uses the flag to
  * keep neighbouring pages from merging into one mapping. */
 void mia_prim_no_dump(void *p, size_t size) {
+  MIA_KEEP_ERRNO;
 #ifdef MADV_DONTDUMP
   madvise(p, size, MADV_DONTDUMP);
 #else
@@ -191,17 +210,20 @@ void mia_prim_no_dump(void *p, size_t size) {
 }
 
 void mia_prim_release(void *p, size_t size) {
+  MIA_KEEP_ERRNO;
   if (p != NULL && size > 0) munmap(p, size);
 }
 
 /* MADV_DONTNEED lowers RSS at once, as users and monitors see it; MADV_FREE
  * is cheaper but the pages stay counted until the kernel needs them. */
 bool mia_prim_purge(void *p, size_t size, bool lazy) {
+  MIA_KEEP_ERRNO;
   if (lazy && madvise(p, size, MADV_FREE) == 0) return true;
   return madvise(p, size, MADV_DONTNEED) == 0;
 }
 
 bool mia_prim_protect(void *p, size_t size, mia_prot_t prot) {
+  MIA_KEEP_ERRNO;
   int flags = prot == MIA_PROT_NONE ? PROT_NONE
             : prot == MIA_PROT_READ ? PROT_READ : (PROT_READ | PROT_WRITE);
   return mprotect(p, size, flags) == 0;
@@ -215,7 +237,10 @@ bool mia_prim_protect(void *p, size_t size, mia_prot_t prot) {
 #define MADV_GUARD_REMOVE 103
 #endif
 
-bool mia_prim_guard_set(void *p, size_t size) { return madvise(p, size, MADV_GUARD_INSTALL) == 0; }
+bool mia_prim_guard_set(void *p, size_t size) {
+  MIA_KEEP_ERRNO;
+  return madvise(p, size, MADV_GUARD_INSTALL) == 0;
+}
 
 /* ---- page guards (secure builds) ---- */
 
@@ -260,6 +285,7 @@ static bool guard_budget_take(void) {
 }
 
 bool mia_prim_guard_on(void *p, size_t size) {
+  MIA_KEEP_ERRNO;
   if (guard_markers() && madvise(p, size, MADV_GUARD_INSTALL) == 0) return true;
   if (!guard_budget_take()) return false;
   if (mprotect(p, size, PROT_NONE) != 0) {
@@ -283,6 +309,7 @@ static void guard_budget_give(size_t guards) {
  * again.  A fresh mapping over the range then drops the markers, if the
  * mapping is ours to replace. */
 void mia_prim_guard_off(void *p, size_t size, size_t guards, bool replaceable) {
+  MIA_KEEP_ERRNO;
   if (guard_markers() && madvise(p, size, MADV_GUARD_REMOVE) != 0 && replaceable &&
       map_fresh(p, size, PROT_READ | PROT_WRITE)) {
     mia_prim_no_thp(p, size);   /* as the arena around it, so they can merge */
@@ -311,6 +338,7 @@ static void mia_segv_call_prev(int sig, void *addr, void *info, void *ctx) {
 static bool mia_segv_prev_ignored;   /* the program had SIGSEGV ignored */
 
 bool mia_prim_on_segv(mia_prim_fault_fun *fn, mia_prim_fault_fun **old_fun, void (**old_plain)(int)) {
+  MIA_KEEP_ERRNO;
   struct sigaction sa, old;
   memset(&sa, 0, sizeof sa);
   mia_segv_fn = fn;
@@ -351,6 +379,7 @@ void mia_prim_default_segv(const void *info) {
 }
 
 void *mia_prim_reserve_huge_pages(size_t size) {
+  MIA_KEEP_ERRNO;
 #ifdef MAP_HUGETLB
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_NORESERVE, -1, 0);
@@ -366,6 +395,7 @@ static long raw_open(const char *path) {
 }
 
 bool mia_prim_read_file(const char *path, char *buf, size_t bufsize) {
+  MIA_KEEP_ERRNO;
   if (bufsize == 0) return false;
   long fd = raw_open(path);
   if (fd < 0) return false;
@@ -420,15 +450,18 @@ uint64_t mia_prim_clock_ns(void) {
 uint64_t mia_prim_clock_ms(void) { return mia_prim_clock_ns() / 1000000u; }
 
 void mia_prim_futex_wait(int *addr, int expected) {
+  MIA_KEEP_ERRNO;
   syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
 }
 
 void mia_prim_futex_wait_ms(int *addr, int expected, uint64_t timeout_ms) {
+  MIA_KEEP_ERRNO;
   struct timespec ts = {(time_t)(timeout_ms / 1000), (long)(timeout_ms % 1000) * 1000000L};
   syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, timeout_ms ? &ts : NULL, NULL, 0);
 }
 
 void mia_prim_futex_wake(int *addr, int count) {
+  MIA_KEEP_ERRNO;
   syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
 }
 
@@ -516,6 +549,7 @@ static bool getenv_from_proc(const char *name, size_t len, char *buf, size_t buf
 /* Environment names match case-insensitively; the privileged check is the
  * caller's (options.c) so this stays a plain lookup. */
 bool mia_prim_getenv(const char *name, char *buf, size_t bufsize) {
+  MIA_KEEP_ERRNO;
   if (bufsize == 0) return false;
   size_t len = strlen(name);
   if (environ == NULL) return getenv_from_proc(name, len, buf, bufsize);
@@ -539,6 +573,7 @@ bool mia_prim_env_has_prefix(const char *prefix) {
 }
 
 void mia_prim_write_stderr(const char *msg, size_t len) {
+  MIA_KEEP_ERRNO;
   while (len > 0) {
     long n = syscall(SYS_write, 2, msg, len);
     if (n < 0 && errno == EINTR) continue;
@@ -549,6 +584,7 @@ void mia_prim_write_stderr(const char *msg, size_t len) {
 }
 
 bool mia_prim_random_buf(void *buf, size_t len) {
+  MIA_KEEP_ERRNO;
   uint8_t *p = buf;
   while (len > 0) {
     long n = syscall(SYS_getrandom, p, len, 0x1 /* GRND_NONBLOCK */);
@@ -562,6 +598,7 @@ bool mia_prim_random_buf(void *buf, size_t len) {
 
 void mia_prim_process_times(uint64_t *user_ms, uint64_t *sys_ms, uint64_t *peak_rss,
                             uint64_t *page_faults) {
+  MIA_KEEP_ERRNO;
   struct rusage ru;
   memset(&ru, 0, sizeof ru);
   getrusage(RUSAGE_SELF, &ru);

@@ -3,6 +3,8 @@
  * Every system call the allocator makes goes through this interface, so the
  * rest of the code never includes an OS header and the port to another OS is
  * one file.  Nothing here may call malloc: these functions run inside malloc.
+ * Nor may they change errno, for the same reason (free must leave it
+ * alone): failures come back as return values.
  */
 #ifndef MIALLOC_PRIM_H
 #define MIALLOC_PRIM_H
