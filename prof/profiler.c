@@ -336,8 +336,10 @@ static prof_capturing size_t on_alloc(mi_heap_t *heap, void *p, size_t size, siz
             atomic_compare_exchange_strong(&P->inuse_mark, &mark, inuse))
           trigger = true;
       }
+      int saved = errno;   /* a malloc that succeeds leaves errno alone */
       if (trigger) write_snapshot(P, false);
       thread_ensure(P, true);
+      errno = saved;
     }
   }
   prof_guard--;
