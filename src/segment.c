@@ -626,7 +626,10 @@ static mia_segment_t *mia_segment_adopt(mia_tld_t *tld, mia_segment_t *seg, bool
      * mostly allocates the same sizes, and a page kept costs nothing where
      * a fresh one is set up and its free list built again.  Segments
      * adopted to give their memory back keep nothing empty. */
-    if (page->used > 0 || (keep_empty && theap->pages[page->bin].first == NULL)) {
+    /* a page still claimed for its last owner's remote list stays too: that
+     * list may still point at it */
+    if (page->used > 0 || (keep_empty && theap->pages[page->bin].first == NULL) ||
+        atomic_load_explicit(&page->remote_queued, memory_order_seq_cst) != 0) {
       mia_theap_queue_page(theap, page);
       continue;
     }

@@ -113,6 +113,15 @@ void mia_theap_queue_page(mia_theap_t *theap, mia_page_t *page) {
   if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
 }
 
+/* A page on the theap's remote list, or claimed for it by a remote free
+ * that is about to push it, must not go back to its segment: the list
+ * would keep a pointer to it (freed, then purged or reused).  Called with
+ * the page out of the full list; seq_cst pairs with the claim and its
+ * re-check in mia_free_remote_list. */
+static bool mia_page_queued(mia_page_t *page) {
+  return atomic_load_explicit(&page->remote_queued, memory_order_seq_cst) != 0;
+}
+
 /* Full pages that got remote frees: collect them and put them back in
  * their bin's queue. */
 void mia_theap_process_remote(mia_theap_t *theap) {
@@ -186,7 +195,7 @@ static mia_noinline void mia_theap_free_idle(mia_theap_t *theap, uint8_t bin) {
       page->idle_since = now;
       continue;
     }
-    if (now - page->idle_since < (uint32_t)delay) continue;
+    if (now - page->idle_since < (uint32_t)delay || mia_page_queued(page)) continue;
     queue_remove(&theap->pages[b], page);
     if (b <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, b);
     mia_segment_page_free(page);
@@ -294,17 +303,22 @@ void mia_page_retire(mia_page_t *page) {
   /* only the owner retires, with the page's last block back */
   mia_assert(page->used == 0 && theap != NULL &&
              (page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK) == mia_prim_thread_id());
+  mia_page_queue_t *pq = &theap->pages[page->bin];
   if (page->flags & MIA_PAGE_IN_FULL) {
-    queue_remove(&theap->full, page);
-    mia_page_set_flag(page, MIA_PAGE_IN_FULL, false);
-  } else {
+    mia_page_from_full(theap, page);
+  } else if (pq->first == page) {
     /* the page malloc is using stays: the program is likely to allocate
      * this size again at once */
-    mia_page_queue_t *pq = &theap->pages[page->bin];
-    if (pq->first == page) return;
-    queue_remove(pq, page);
-    if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
+    return;
   }
+  if (mia_page_queued(page)) {
+    /* drain the list; a claim still standing is a remote free between
+     * its claim and its push: the page stays, empty, in its queue */
+    mia_theap_process_remote(theap);
+    if (mia_page_queued(page)) return;
+  }
+  queue_remove(pq, page);
+  if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
   mia_segment_page_free(page);
 }
 
@@ -316,7 +330,7 @@ static void mia_theap_free_empty_pages(mia_theap_t *theap, bool force) {
     while (page != NULL) {
       mia_page_t *next = page->next;
       mia_page_collect(page);
-      if (page->used == 0 && (force || page != theap->pages[bin].first)) {
+      if (page->used == 0 && (force || page != theap->pages[bin].first) && !mia_page_queued(page)) {
         queue_remove(&theap->pages[bin], page);
         mia_segment_page_free(page);
       }
@@ -329,9 +343,12 @@ static void mia_theap_free_empty_pages(mia_theap_t *theap, bool force) {
     mia_page_t *next = page->next;
     mia_page_collect(page);
     if (page->used == 0) {
-      queue_remove(&theap->full, page);
-      mia_page_set_flag(page, MIA_PAGE_IN_FULL, false);
-      mia_segment_page_free(page);
+      mia_page_from_full(theap, page);   /* out of the full list before the claim is read */
+      if (!mia_page_queued(page)) {
+        queue_remove(&theap->pages[page->bin], page);
+        if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
+        mia_segment_page_free(page);
+      }
     } else if (mia_page_has_free(page)) {
       mia_page_from_full(theap, page);
     }
