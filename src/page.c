@@ -401,9 +401,9 @@ void mia_free_remote_list(mia_page_t *page, mia_block_t *first, mia_block_t *las
   int expected = 0;
   if (!atomic_compare_exchange_strong(&page->remote_queued, &expected, 1)) return;
   /* The owner frees an emptied page only after it took it out of the full
-   * list and then found no claim (mia_page_may_free): if it did so before
-   * our claim, it sees the flag gone here (seq_cst: flag store, claim load
-   * there; claim, flag load here), and the claim is given back. */
+   * list and then found no claim (mia_page_retire, theap.c): if it looked
+   * before our claim, the flag is gone here (seq_cst: flag store, claim
+   * load there; claim, flag load here), and the claim is given back. */
   mia_theap_t *theap = atomic_load_explicit(&page->theap, memory_order_acquire);
   if (theap == NULL || (__atomic_load_n(&page->flags, __ATOMIC_SEQ_CST) & MIA_PAGE_IN_FULL) == 0) {
     atomic_store(&page->remote_queued, 0);
