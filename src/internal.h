@@ -269,6 +269,15 @@ bool mia_page_collect_unowned(mia_page_t *page);
 /* Blocks to hand out now: the free list, or the blocks a sampling stream
  * holds back until its sample is taken (they are free all the same: a
  * page holding them must not be parked as full, or left there). */
+/* A page on its owner's remote list, or claimed for it by a remote free
+ * about to push it, must not go back to its segment: the list would keep
+ * a pointer to it (freed, then purged or reused).  Read with the page out
+ * of the full list; seq_cst pairs with the claim and its re-check in
+ * mia_free_remote_list. */
+static inline bool mia_page_queued(mia_page_t *page) {
+  return atomic_load_explicit(&page->remote_queued, memory_order_seq_cst) != 0;
+}
+
 static inline bool mia_page_has_free(const mia_page_t *page) {
   return page->free != NULL || page->sample_rest != NULL;
 }

@@ -14,7 +14,6 @@
 #include "internal.h"
 
 #include <errno.h>
-
 #include <pthread.h>
 #include <signal.h>
 

@@ -628,8 +628,7 @@ static mia_segment_t *mia_segment_adopt(mia_tld_t *tld, mia_segment_t *seg, bool
      * adopted to give their memory back keep nothing empty. */
     /* a page still claimed for its last owner's remote list stays too: that
      * list may still point at it */
-    if (page->used > 0 || (keep_empty && theap->pages[page->bin].first == NULL) ||
-        atomic_load_explicit(&page->remote_queued, memory_order_seq_cst) != 0) {
+    if (page->used > 0 || (keep_empty && theap->pages[page->bin].first == NULL) || mia_page_queued(page)) {
       mia_theap_queue_page(theap, page);
       continue;
     }

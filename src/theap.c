@@ -113,13 +113,12 @@ void mia_theap_queue_page(mia_theap_t *theap, mia_page_t *page) {
   if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
 }
 
-/* A page on the theap's remote list, or claimed for it by a remote free
- * that is about to push it, must not go back to its segment: the list
- * would keep a pointer to it (freed, then purged or reused).  Called with
- * the page out of the full list; seq_cst pairs with the claim and its
- * re-check in mia_free_remote_list. */
-static bool mia_page_queued(mia_page_t *page) {
-  return atomic_load_explicit(&page->remote_queued, memory_order_seq_cst) != 0;
+/* An empty page out of its bin's queue and back to its segment.  The
+ * caller checked mia_page_queued with the page out of the full list. */
+static void mia_theap_page_free(mia_theap_t *theap, mia_page_t *page) {
+  queue_remove(&theap->pages[page->bin], page);
+  if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
+  mia_segment_page_free(page);
 }
 
 /* Full pages that got remote frees: collect them and put them back in
@@ -196,9 +195,7 @@ static mia_noinline void mia_theap_free_idle(mia_theap_t *theap, uint8_t bin) {
       continue;
     }
     if (now - page->idle_since < (uint32_t)delay || mia_page_queued(page)) continue;
-    queue_remove(&theap->pages[b], page);
-    if (b <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, b);
-    mia_segment_page_free(page);
+    mia_theap_page_free(theap, page);
   }
 }
 
@@ -303,10 +300,9 @@ void mia_page_retire(mia_page_t *page) {
   /* only the owner retires, with the page's last block back */
   mia_assert(page->used == 0 && theap != NULL &&
              (page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK) == mia_prim_thread_id());
-  mia_page_queue_t *pq = &theap->pages[page->bin];
   if (page->flags & MIA_PAGE_IN_FULL) {
     mia_page_from_full(theap, page);
-  } else if (pq->first == page) {
+  } else if (theap->pages[page->bin].first == page) {
     /* the page malloc is using stays: the program is likely to allocate
      * this size again at once */
     return;
@@ -317,9 +313,7 @@ void mia_page_retire(mia_page_t *page) {
     mia_theap_process_remote(theap);
     if (mia_page_queued(page)) return;
   }
-  queue_remove(pq, page);
-  if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
-  mia_segment_page_free(page);
+  mia_theap_page_free(theap, page);
 }
 
 /* Collect every page; free the empty ones (all of them when force). */
@@ -344,11 +338,7 @@ static void mia_theap_free_empty_pages(mia_theap_t *theap, bool force) {
     mia_page_collect(page);
     if (page->used == 0) {
       mia_page_from_full(theap, page);   /* out of the full list before the claim is read */
-      if (!mia_page_queued(page)) {
-        queue_remove(&theap->pages[page->bin], page);
-        if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
-        mia_segment_page_free(page);
-      }
+      if (!mia_page_queued(page)) mia_theap_page_free(theap, page);
     } else if (mia_page_has_free(page)) {
       mia_page_from_full(theap, page);
     }
