@@ -252,16 +252,33 @@ static inline void mia_block_set_next(const mia_page_t *page, mia_block_t *b, mi
 /* ---- pages (page.c) ---- */
 
 /* A page's thread_free word: the head of the list of other threads' frees
- * in the low bits, how many blocks the list holds in the top 16 (a page
- * holds at most 8192; pages lie in the page map's 47-bit space).  Counted
- * in the word each push changes, the owner takes the list without walking
- * it: the walk missed the cache on every block, which the freeing thread
- * wrote last. */
+ * in the low 48 bits (pages lie in the page map's 47-bit space), how many
+ * blocks the list holds in the next 14 (a page holds at most 8192), and
+ * the page's notification state in the top two.  Counted in the word each
+ * push changes, the owner takes the list without walking it: the walk
+ * missed the cache on every block, which the freeing thread wrote last.
+ *
+ * The state rides in the same word so that a remote free pushes its block
+ * and learns what the owner expects of it in one atomic step:
+ *   FULL    the owner parked the page in its full list (only ever set with
+ *           the list empty); the push that finds it turns it into QUEUED
+ *           and puts the page on the owner's remote list
+ *   QUEUED  the page is on its owner's remote list, or about to be pushed
+ *           there: until the owner clears it, the page is not freed */
 #define MIA_TF_COUNT_SHIFT 48
+#define MIA_TF_FULL ((uintptr_t)1 << 62)
+#define MIA_TF_QUEUED ((uintptr_t)1 << 63)
+#define MIA_TF_STATE (MIA_TF_FULL | MIA_TF_QUEUED)
 static inline mia_block_t *mia_tf_head(uintptr_t word) {
   return (mia_block_t *)(word & (((uintptr_t)1 << MIA_TF_COUNT_SHIFT) - 1));
 }
-static inline uint32_t mia_tf_count(uintptr_t word) { return (uint32_t)(word >> MIA_TF_COUNT_SHIFT); }
+static inline uint32_t mia_tf_count(uintptr_t word) {
+  return (uint32_t)((word & ~MIA_TF_STATE) >> MIA_TF_COUNT_SHIFT);
+}
+/* Whether other threads freed blocks the owner has not taken in yet. */
+static inline bool mia_page_has_remote(mia_page_t *page) {
+  return mia_tf_head(atomic_load_explicit(&page->thread_free, memory_order_relaxed)) != NULL;
+}
 void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zero);
 void mia_page_collect(mia_page_t *page);
 void mia_page_collect_to_alloc(mia_page_t *page);
@@ -271,11 +288,9 @@ bool mia_page_collect_unowned(mia_page_t *page);
  * page holding them must not be parked as full, or left there). */
 /* A page on its owner's remote list, or claimed for it by a remote free
  * about to push it, must not go back to its segment: the list would keep
- * a pointer to it (freed, then purged or reused).  Read with the page out
- * of the full list; seq_cst pairs with the claim and its re-check in
- * mia_free_remote_list. */
+ * a pointer to it (freed, then purged or reused). */
 static inline bool mia_page_queued(mia_page_t *page) {
-  return atomic_load_explicit(&page->remote_queued, memory_order_seq_cst) != 0;
+  return (atomic_load_explicit(&page->thread_free, memory_order_acquire) & MIA_TF_QUEUED) != 0;
 }
 
 static inline bool mia_page_has_free(const mia_page_t *page) {
@@ -644,6 +659,8 @@ typedef bool (mia_block_fun)(mia_page_t *page, void *block, void *arg);
 size_t mia_page_live_count(mia_page_t *page);
 size_t mia_page_free_map(const mia_page_t *page, uint64_t *freemap, bool remote);
 #define MIA_PAGE_MAX_BLOCKS (MIA_SLICE_SIZE / MIA_WORD_SIZE)
+_Static_assert(MIA_PAGE_MAX_BLOCKS < ((uintptr_t)1 << (62 - MIA_TF_COUNT_SHIFT)),
+               "a page's remote-free count fits below the thread_free state bits");
 bool mia_page_visit_live(mia_page_t *page, mia_block_fun *fun, void *arg);
 
 /* ---- background purging (purge.c) ---- */

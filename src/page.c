@@ -180,7 +180,8 @@ typedef struct mia_remote_list_s {
 } mia_remote_list_t;
 
 static inline mia_remote_list_t mia_page_take_thread_list(mia_page_t *page) {
-  uintptr_t word = atomic_exchange_explicit(&page->thread_free, 0, memory_order_acquire);
+  /* the state bits stay: only the list and its count are taken */
+  uintptr_t word = atomic_fetch_and_explicit(&page->thread_free, MIA_TF_STATE, memory_order_acquire);
   mia_remote_list_t list = {mia_tf_head(word), mia_tf_count(word)};
   mia_assert(list.count <= page->used);   /* more blocks came back than were out */
   page->used -= list.count;
@@ -226,8 +227,7 @@ static mia_noinline void mia_page_keep_remote(mia_page_t *page, mia_remote_list_
  * flags stay as they are: they live in the owner's free_key too, and the
  * next owner sets them. */
 bool mia_page_collect_unowned(mia_page_t *page) {
-  /* the caller holds the page alone: a non-zero word is a non-empty list */
-  if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) != 0)
+  if (mia_page_has_remote(page))
     mia_page_keep_remote(page, mia_page_take_thread_list(page));
   return page->used == 0;
 }
@@ -288,7 +288,7 @@ static mia_noinline void mia_page_collect_remote(mia_page_t *page) {
 
 /* Take the blocks other threads freed; if free is empty, refill it. */
 void mia_page_collect(mia_page_t *page) {
-  if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) != 0) {
+  if (mia_page_has_remote(page)) {
     mia_page_collect_remote(page);
     return;
   }
@@ -300,7 +300,7 @@ void mia_page_collect(mia_page_t *page) {
  * rather than joining it to local_free now (the test sits in the remote
  * branch, out of the way of the common refill). */
 void mia_page_collect_to_alloc(mia_page_t *page) {
-  if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) != 0) {
+  if (mia_page_has_remote(page)) {
     if (page->free == NULL) mia_page_collect_remote(page);
     return;
   }
@@ -383,30 +383,13 @@ size_t mia_page_usable_of(const mia_page_t *page, const void *p) {
   return page->block_size - (size_t)((const uint8_t *)p - block);
 }
 
-/* Frees from a thread that does not own the page: n marked blocks linked
- * from first to last, pushed in one go.  If the owner parked the page in
- * its full list it will not look at it again by itself, so the first
- * remote free after that puts the page on the owner's remote list. */
-void mia_free_remote_list(mia_page_t *page, mia_block_t *first, mia_block_t *last, uint32_t n) {
-  uintptr_t head = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
-  uintptr_t word;
-  do {
-    mia_block_set_next(page, last, mia_tf_head(head));
-    word = (uintptr_t)first | (uintptr_t)(mia_tf_count(head) + n) << MIA_TF_COUNT_SHIFT;
-  } while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &head, word,
-                                                  memory_order_seq_cst, memory_order_relaxed));
-  /* seq_cst pairs with the owner's flag store and re-check in theap.c: either
-   * it sees our block, or we see its IN_FULL flag */
-  if ((__atomic_load_n(&page->flags, __ATOMIC_SEQ_CST) & MIA_PAGE_IN_FULL) == 0) return;
-  int expected = 0;
-  if (!atomic_compare_exchange_strong(&page->remote_queued, &expected, 1)) return;
-  /* The owner frees an emptied page only after it took it out of the full
-   * list and then found no claim (mia_page_retire, theap.c): if it looked
-   * before our claim, the flag is gone here (seq_cst: flag store, claim
-   * load there; claim, flag load here), and the claim is given back. */
+/* Put a page whose FULL state this thread turned into QUEUED on its
+ * owner's remote list.  An abandoned page has no owner to tell: the
+ * claim is given back, and whoever adopts the segment collects it. */
+static mia_noinline void mia_free_remote_notify(mia_page_t *page) {
   mia_theap_t *theap = atomic_load_explicit(&page->theap, memory_order_acquire);
-  if (theap == NULL || (__atomic_load_n(&page->flags, __ATOMIC_SEQ_CST) & MIA_PAGE_IN_FULL) == 0) {
-    atomic_store(&page->remote_queued, 0);
+  if (theap == NULL) {
+    atomic_fetch_and_explicit(&page->thread_free, ~MIA_TF_QUEUED, memory_order_release);
     return;
   }
   mia_page_t *top = atomic_load_explicit(&theap->remote_pages, memory_order_relaxed);
@@ -414,6 +397,30 @@ void mia_free_remote_list(mia_page_t *page, mia_block_t *first, mia_block_t *las
     page->remote_next = top;
   } while (!atomic_compare_exchange_weak_explicit(&theap->remote_pages, &top, page,
                                                   memory_order_release, memory_order_relaxed));
+}
+
+/* Frees from a thread that does not own the page: n marked blocks linked
+ * from first to last, pushed in one go.  If the owner parked the page in
+ * its full list it will not look at it again by itself, so the push that
+ * finds the FULL state turns it into QUEUED and puts the page on the
+ * owner's remote list.  Push and state change are one compare-and-swap:
+ * the claim stands from the moment the block is in, and the owner frees
+ * no page while it stands, so the page record read after it is live. */
+void mia_free_remote_list(mia_page_t *page, mia_block_t *first, mia_block_t *last, uint32_t n) {
+  uintptr_t old = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
+  /* the new head, and n more in the count (which never reaches the state
+   * bits: a page holds at most 8192 blocks) */
+  uintptr_t add = (uintptr_t)first + ((uintptr_t)n << MIA_TF_COUNT_SHIFT);
+  uintptr_t word;
+  do {
+    mia_block_set_next(page, last, mia_tf_head(old));
+    uintptr_t high = (old >> MIA_TF_COUNT_SHIFT) << MIA_TF_COUNT_SHIFT;   /* count and state */
+    word = add + ((high & ~MIA_TF_FULL) | ((high & MIA_TF_FULL) << 1));   /* FULL becomes QUEUED */
+  } while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &old, word,
+                                                  memory_order_acq_rel, memory_order_relaxed));
+  /* already on the list (QUEUED kept), or not parked: nothing to tell */
+  if ((old & MIA_TF_FULL) == 0 || (old & MIA_TF_QUEUED) != 0) return;
+  mia_free_remote_notify(page);
 }
 
 void mia_free_remote(mia_page_t *page, mia_block_t *block) {

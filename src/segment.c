@@ -581,6 +581,9 @@ void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock
       while ((page = mia_segment_next_page(seg, &idx)) != NULL) {
         __atomic_store_n(&page->free_key, 0, __ATOMIC_RELEASE);
         page->flags &= (uint8_t)~MIA_PAGE_IN_FULL;
+        /* no owner to notify: remote frees just push (QUEUED, if set,
+         * belongs to the last owner's list, which clears it) */
+        atomic_fetch_and_explicit(&page->thread_free, ~MIA_TF_FULL, memory_order_relaxed);
         page->next = page->prev = NULL;
         atomic_store_explicit(&page->theap, NULL, memory_order_release);
       }

@@ -62,21 +62,34 @@ static void queue_push_back(mia_page_queue_t *pq, mia_page_t *page) {
 
 void mia_page_set_flag(mia_page_t *page, uint8_t flag, bool on) {
   uint8_t flags = on ? (uint8_t)(page->flags | flag) : (uint8_t)(page->flags & ~flag);
-  __atomic_store_n(&page->flags, flags, __ATOMIC_SEQ_CST);
+  /* atomic, as remote frees read the flags; no ordering: the full-page
+   * handshake lives in the thread_free word */
+  __atomic_store_n(&page->flags, flags, __ATOMIC_RELAXED);
   page->free_key = (page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK) | flags;
 }
 
-/* Park a page without free blocks in the full list.  Re-check thread_free
- * after raising the flag: a remote free that raced with us either sees the
- * flag (and notifies us) or left its block where this check finds it. */
+/* Ask the next remote free into a parked page to notify us: set FULL in
+ * its thread_free word, unless a remote free got in first (then the page
+ * has blocks to collect and must not stay parked: false).  Release: the
+ * free that finds FULL reads page->theap next. */
+static bool mia_page_arm_full(mia_page_t *page) {
+  uintptr_t word = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
+  do {
+    if (mia_tf_head(word) != NULL) return false;
+  } while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &word, word | MIA_TF_FULL,
+                                                  memory_order_release, memory_order_relaxed));
+  return true;
+}
+
+/* Park a page without free blocks in the full list; false when remote
+ * frees came in meanwhile (the caller collects them and takes it out). */
 static bool mia_page_to_full(mia_theap_t *theap, mia_page_t *page) {
   mia_page_queue_t *pq = &theap->pages[page->bin];
   queue_remove(pq, page);
   mia_page_set_flag(page, MIA_PAGE_IN_FULL, true);
   queue_push_front(&theap->full, page);
   if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
-  if (atomic_load_explicit(&page->thread_free, memory_order_seq_cst) != 0) return false;
-  return true;
+  return mia_page_arm_full(page);
 }
 
 /* A page leaving the full list goes to the back of its queue: the current
@@ -86,6 +99,7 @@ static void mia_page_from_full(mia_theap_t *theap, mia_page_t *page) {
   mia_page_queue_t *pq = &theap->pages[page->bin];
   queue_remove(&theap->full, page);
   mia_page_set_flag(page, MIA_PAGE_IN_FULL, false);
+  atomic_fetch_and_explicit(&page->thread_free, ~MIA_TF_FULL, memory_order_relaxed);
   bool was_empty = pq->first == NULL;
   queue_push_back(pq, page);
   if (was_empty && page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
@@ -122,16 +136,24 @@ static void mia_theap_page_free(mia_theap_t *theap, mia_page_t *page) {
 }
 
 /* Full pages that got remote frees: collect them and put them back in
- * their bin's queue. */
+ * their bin's queue.  The claim is cleared before the collect, so a block
+ * pushed after the collect finds no claim and queues the page again. */
 void mia_theap_process_remote(mia_theap_t *theap) {
   mia_page_t *page = atomic_exchange_explicit(&theap->remote_pages, NULL, memory_order_acquire);
   while (page != NULL) {
     mia_page_t *next = page->remote_next;
-    atomic_store_explicit(&page->remote_queued, 0, memory_order_release);
+    atomic_fetch_and_explicit(&page->thread_free, ~MIA_TF_QUEUED, memory_order_acq_rel);
     if (atomic_load_explicit(&page->theap, memory_order_relaxed) == theap &&
         (page->flags & MIA_PAGE_IN_FULL)) {
       mia_page_collect(page);
-      if (mia_page_has_free(page)) mia_page_from_full(theap, page);
+      if (mia_page_has_free(page)) {
+        mia_page_from_full(theap, page);
+      } else if (!mia_page_arm_full(page)) {
+        /* its blocks were collected meanwhile, and new ones came in
+         * before it could stay parked */
+        mia_page_collect(page);
+        mia_page_from_full(theap, page);
+      }
     }
     page = next;
   }

@@ -111,8 +111,7 @@ typedef struct mia_page_s {
   uint32_t idle_since;           /* ms clock: last seen in use (theap.c) */
   uint32_t idle_mark;            /* the free lists' heads when last looked at */
   /* third cache line: written by other threads (remote frees) */
-  _Atomic(uintptr_t) thread_free __attribute__((aligned(64)));  /* remote frees (LIFO) */
-  _Atomic(int) remote_queued;    /* 1 while on the owner's remote list */
+  _Atomic(uintptr_t) thread_free __attribute__((aligned(64)));  /* remote frees (LIFO), full-page state */
   _Atomic(uint32_t) sampled_live;  /* profiler-sampled blocks alive in the page */
   struct mia_page_s *remote_next;
   _Atomic(mia_theap_t *) theap;  /* owner; read by remote freers to notify */
