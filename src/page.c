@@ -4,7 +4,7 @@
  *   local_free   what the owner frees; swapped into free when free runs dry,
  *                so the fast paths of malloc and free never touch one list
  *   thread_free  what other threads free: an atomic LIFO the owner takes in
- *                one exchange
+ *                one atomic step; its top bits hold the full-page state
  */
 #include "internal.h"
 
@@ -171,7 +171,7 @@ void *mia_page_pop_bad_link(mia_page_t *page, bool zero) {
   return mia_page_pop_finish(page, block, zero);
 }
 
-/* The list of blocks other threads freed, taken in one exchange, and its
+/* The list of blocks other threads freed, taken in one atomic step, and its
  * length, which rides in the thread_free word so that nobody walks the
  * list to count it. */
 typedef struct mia_remote_list_s {
