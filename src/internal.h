@@ -283,9 +283,6 @@ void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zer
 void mia_page_collect(mia_page_t *page);
 void mia_page_collect_to_alloc(mia_page_t *page);
 bool mia_page_collect_unowned(mia_page_t *page);
-/* Blocks to hand out now: the free list, or the blocks a sampling stream
- * holds back until its sample is taken (they are free all the same: a
- * page holding them must not be parked as full, or left there). */
 /* A page on its owner's remote list, or claimed for it by a remote free
  * about to push it, must not go back to its segment: the list would keep
  * a pointer to it (freed, then purged or reused). */
@@ -293,6 +290,9 @@ static inline bool mia_page_queued(mia_page_t *page) {
   return (atomic_load_explicit(&page->thread_free, memory_order_acquire) & MIA_TF_QUEUED) != 0;
 }
 
+/* Blocks to hand out now: the free list, or the blocks a sampling stream
+ * holds back until its sample is taken (they are free all the same: a
+ * page holding them must not be parked as full, or left there). */
 static inline bool mia_page_has_free(const mia_page_t *page) {
   return page->free != NULL || page->sample_rest != NULL;
 }

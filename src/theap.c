@@ -128,7 +128,7 @@ void mia_theap_queue_page(mia_theap_t *theap, mia_page_t *page) {
 }
 
 /* An empty page out of its bin's queue and back to its segment.  The
- * caller checked mia_page_queued with the page out of the full list. */
+ * caller checked mia_page_queued. */
 static void mia_theap_page_free(mia_theap_t *theap, mia_page_t *page) {
   queue_remove(&theap->pages[page->bin], page);
   if (page->bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, page->bin);
@@ -331,7 +331,8 @@ void mia_page_retire(mia_page_t *page) {
   }
   if (mia_page_queued(page)) {
     /* drain the list; a claim still standing is a remote free between
-     * its claim and its push: the page stays, empty, in its queue */
+     * its claiming push and its listing: the page stays, empty, in its
+     * queue */
     mia_theap_process_remote(theap);
     if (mia_page_queued(page)) return;
   }
@@ -359,7 +360,7 @@ static void mia_theap_free_empty_pages(mia_theap_t *theap, bool force) {
     mia_page_t *next = page->next;
     mia_page_collect(page);
     if (page->used == 0) {
-      mia_page_from_full(theap, page);   /* out of the full list before the claim is read */
+      mia_page_from_full(theap, page);
       if (!mia_page_queued(page)) mia_theap_page_free(theap, page);
     } else if (mia_page_has_free(page)) {
       mia_page_from_full(theap, page);
