@@ -127,7 +127,7 @@ static inline bool mia_realloc_source_ok(void *p, mia_page_t **page_out) {
   if (mia_likely(plain && mia_block_index_exact(page, p) < page->capacity && !mia_block_looks_free(page, p)))
     return true;
 #elif MIA_FREE_MARK
-  if (mia_likely(plain && !mia_block_marked_free(p))) return true;
+  if (mia_likely(plain && ((uintptr_t)p & 15) == 0 && !mia_block_marked_free(p))) return true;
 #else
   (void)plain;
 #endif
@@ -145,7 +145,13 @@ static inline void mia_free_inline(void *p) {
 #elif MIALLOC_SECURE
   mia_free_secure(p);
 #else
-  mia_page_t *page = mia_page_of(p);
+  /* the page map's range test, with the block-start alignment in the same
+   * mask: a pointer off a 16-byte boundary costs nothing more to catch */
+  if (mia_unlikely((uintptr_t)p & MIA_FREE_ODD_BITS)) {
+    mia_free_odd(p);
+    return;
+  }
+  mia_page_t *page = mia_page_of_in_range(p);
   if (mia_unlikely(page == NULL)) {
     if (p != NULL) mia_free_invalid(p);
     return;

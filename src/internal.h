@@ -130,12 +130,21 @@ void mia_pagemap_set(void *start, size_t slices, mia_page_t *page);
 
 /* Which page owns p; NULL for any address mialloc does not own, including
  * NULL, non-canonical and kernel addresses.  Two dependent loads. */
-static inline mia_page_t *mia_page_of(const void *p) {
+static inline mia_page_t *mia_page_of_in_range(const void *p) {
   uintptr_t u = (uintptr_t)p;
-  if (mia_unlikely(u >> 47)) return NULL;
   mia_page_t **leaf = mia_pagemap_top[u >> MIA_MAP_TOP_SHIFT];
   return leaf[(u >> MIA_SLICE_SHIFT) & (MIA_MAP_LEAF_COUNT - 1)];
 }
+
+static inline mia_page_t *mia_page_of(const void *p) {
+  if (mia_unlikely((uintptr_t)p >> 47)) return NULL;
+  return mia_page_of_in_range(p);
+}
+
+/* The release free's one test (fastpath.h): bits no block start has, the
+ * page map's range (47 bits) and 16-byte alignment.  Blocks of aligned
+ * allocations with an offset are the only ones off the boundary. */
+#define MIA_FREE_ODD_BITS ((~(uintptr_t)0 << 47) | 15)
 
 /* Secure builds end every page (and huge span) with a guard page, so an
  * overflow off a page's last block traps instead of running into the next
@@ -691,6 +700,7 @@ char *mia_strndup(mia_theap_t *theap, const char *s, size_t n);
 char *mia_realpath(mia_theap_t *theap, const char *fname, char *resolved_name);
 void mia_free_generic(mia_page_t *page, void *p) mia_noinline;
 void mia_free_invalid(void *p) mia_cold;
+void mia_free_odd(void *p) mia_cold;
 size_t mia_usable_size(const void *p);
 
 #endif

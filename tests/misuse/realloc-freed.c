@@ -1,6 +1,7 @@
-/* realloc-freed.c same|grow|interior -- realloc a block that was freed
- * already (to the size it had: realloc would keep it in place; or larger:
- * realloc would move it), or a pointer into the middle of a live block.
+/* realloc-freed.c same|grow|interior [OFFSET] -- realloc a block that was
+ * freed already (to the size it had: realloc would keep it in place; or
+ * larger: realloc would move it), or a pointer OFFSET bytes (16 unless
+ * given) into a live block.
  * Every build that checks its frees (release: a block still free; secure,
  * debug) reports it like the free would (EAGAIN "freed already", EINVAL
  * "middle") and leaves the pointer alone: realloc returns NULL with errno
@@ -10,8 +11,12 @@
 int main(int argc, char **argv) {
   misuse_init(argc, argv);
   const char *how = "same";
-  for (int i = 1; i < argc; i++)
-    if (argv[i][0] != '-') how = argv[i];
+  size_t offset = 16;
+  for (int i = 1, n = 0; i < argc; i++)
+    if (argv[i][0] != '-') {
+      if (n++ == 0) how = argv[i];
+      else offset = (size_t)strtoul(argv[i], NULL, 0);
+    }
   const size_t size = 64;
   bool interior = strcmp(how, "interior") == 0;
   misuse_neighbours(size, 48);
@@ -19,7 +24,7 @@ int main(int argc, char **argv) {
   unsigned char *p = misuse_take(misuse_nb_count / 2);
   misuse_say("victim %p size %zu", (void *)p, size);
   if (!interior) mi_free(p);
-  unsigned char *arg = interior ? p + 16 : p;
+  unsigned char *arg = interior ? p + offset : p;
   size_t newsize = strcmp(how, "grow") == 0 ? 4 * size : size;
   misuse_say("realloc(%p, %zu) of a %s", (void *)arg, newsize, interior ? "pointer into a live block" : "freed block");
   errno = 0;

@@ -238,6 +238,14 @@ else
     detected "realloc of a freed block to its size" realloc-freed same "$kind_freed" EAGAIN 64
     detected "realloc of a freed block to a larger size" realloc-freed grow "$kind_freed" EAGAIN 64
   fi
+  # no block starts off a 16-byte boundary: the free's range test catches
+  # such a pointer too, and realloc checks for it on its slow path
+  detected "free of a pointer 8 bytes into a block" free-interior 8 "$kind_interior" EINVAL ""
+  run free-interior -- 8
+  cnt=$(grep -c '^mialloc: error:' "$err")
+  [ "$cnt" = 1 ] || problem "expected exactly one error line (the interior free), got $cnt"
+  check "free of a pointer 8 bytes into a block ($mode): the real free of the block later is not an error"
+  detected "realloc of a pointer 8 bytes into a block" realloc-freed "interior 8" "$kind_interior" EINVAL ""
   for c in free-interior realloc-interior overflow-1 overflow-64 uaf-write-first uaf-write-middle; do
     skip "$c ($mode)" "release build: this misuse is undefined behaviour (detected in secure and debug builds)"
   done
