@@ -602,15 +602,9 @@ bool mia_realloc_check(mia_page_t *page, void *p) {
     mia_report_huge_interior("realloc", page, p);
     return false;
   }
-#if !MIALLOC_PADDING && !MIALLOC_SECURE
-  /* what the release free turns away (mia_free_odd): a pointer off the
-   * 16-byte boundary of every block start, in a page without offset blocks */
-  if (((uintptr_t)p & 15) != 0 && !page->is_huge && !(page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED))) {
-    mia_error(EINVAL, "realloc: pointer %p points into the middle of the %zu-byte block at %p\n", p, page->block_size,
-              mia_page_block_start(page, p));
-    return false;
-  }
-#endif
+  /* what the free of these builds turns away too (secure and debug
+   * builds check every block start in mia_realloc_block_live) */
+  if (MIA_FREE_TESTS_ODD && ((uintptr_t)p & 15) != 0 && mia_odd_interior("realloc", page, p)) return false;
   return mia_realloc_block_live(page, p);
 }
 

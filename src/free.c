@@ -39,24 +39,24 @@ void mia_free_invalid(void *p) {
              "(another allocator's memory, a stack address, or memory already returned)\n", p);
 }
 
+/* p is off a 16-byte boundary.  Blocks of aligned allocations at an
+ * offset start anywhere, and the generic free sorts out guarded and huge
+ * blocks; in any other page p points into a block.  Freeing it would put
+ * the block's tail on a free list, to be handed out while the block is
+ * live, so op ("free", "realloc") reports it, and true says to ignore it. */
+bool mia_odd_interior(const char *op, const mia_page_t *page, const void *p) {
+  if ((page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) || page->is_huge || page->is_guarded) return false;
+  mia_error(EINVAL, "%s: pointer %p points into the middle of the %zu-byte block at %p\n", op, p, page->block_size,
+            mia_page_block_start(page, p));
+  return true;
+}
+
 /* The release free's one test turned p away: above the page map's range,
- * or off a 16-byte boundary.  Blocks of aligned allocations with an offset
- * start anywhere, and the generic free sorts out guarded and huge blocks;
- * in any other page p points into a block.  Freeing it would put the
- * block's tail on a free list, to be handed out while the block is live,
- * so it is reported and ignored, as secure and debug builds do. */
+ * or off a 16-byte boundary. */
 void mia_free_odd(void *p) {
   mia_page_t *page = mia_page_of(p);
-  if (page == NULL || page->block_size == 0) {
-    mia_free_invalid(p);
-    return;
-  }
-  if ((page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) || page->is_huge || page->is_guarded) {
-    mia_free_generic(page, p);
-    return;
-  }
-  mia_error(EINVAL, "free: pointer %p points into the middle of the %zu-byte block at %p\n", p, page->block_size,
-            mia_page_block_start(page, p));
+  if (page == NULL || page->block_size == 0) mia_free_invalid(p);
+  else if (!mia_odd_interior("free", page, p)) mia_free_generic(page, p);
 }
 
 #if MIA_REMOTE_BATCH

@@ -143,8 +143,14 @@ static inline mia_page_t *mia_page_of(const void *p) {
 
 /* The release free's one test (fastpath.h): bits no block start has, the
  * page map's range (47 bits) and 16-byte alignment.  Blocks of aligned
- * allocations with an offset are the only ones off the boundary. */
+ * allocations with an offset are the only ones off the boundary.  Builds
+ * with padding records or secure checks test every block start instead. */
 #define MIA_FREE_ODD_BITS ((~(uintptr_t)0 << 47) | 15)
+#if !MIALLOC_PADDING && !MIALLOC_SECURE
+#define MIA_FREE_TESTS_ODD 1
+#else
+#define MIA_FREE_TESTS_ODD 0
+#endif
 
 /* Secure builds end every page (and huge span) with a guard page, so an
  * overflow off a page's last block traps instead of running into the next
@@ -701,6 +707,7 @@ char *mia_realpath(mia_theap_t *theap, const char *fname, char *resolved_name);
 void mia_free_generic(mia_page_t *page, void *p) mia_noinline;
 void mia_free_invalid(void *p) mia_cold;
 void mia_free_odd(void *p) mia_cold;
+bool mia_odd_interior(const char *op, const mia_page_t *page, const void *p) mia_cold;
 size_t mia_usable_size(const void *p);
 
 #endif
