@@ -128,14 +128,15 @@ void mia_pagemap_init(void);
 bool mia_pagemap_ensure(void *start, size_t size);
 void mia_pagemap_set(void *start, size_t slices, mia_page_t *page);
 
-/* Which page owns p; NULL for any address mialloc does not own, including
- * NULL, non-canonical and kernel addresses.  Two dependent loads. */
+/* Which page owns p, for p below 2^47 (the caller has tested it): NULL for
+ * any address mialloc does not own.  Two dependent loads. */
 static inline mia_page_t *mia_page_of_in_range(const void *p) {
   uintptr_t u = (uintptr_t)p;
   mia_page_t **leaf = mia_pagemap_top[u >> MIA_MAP_TOP_SHIFT];
   return leaf[(u >> MIA_SLICE_SHIFT) & (MIA_MAP_LEAF_COUNT - 1)];
 }
 
+/* The same for any p: NULL for non-canonical and kernel addresses too. */
 static inline mia_page_t *mia_page_of(const void *p) {
   if (mia_unlikely((uintptr_t)p >> 47)) return NULL;
   return mia_page_of_in_range(p);
