@@ -195,7 +195,7 @@ void mia_free_generic(mia_page_t *page, void *p) {
     }
   }
   /* huge blocks carry no mark, and an aligned one's pointer may be off a
-   * word boundary: the size test first */
+   * word boundary: the huge test first */
   if (MIA_GENERIC_MARK && !page->is_huge && mia_unlikely(mia_block_marked_free(block))) {
     mia_free_generic_marked(page, p, block);
     return;
