@@ -159,10 +159,24 @@ static void mia_arena_advise(uint8_t *p, size_t size) {
  * RLIMIT_AS) tries the 1 GiB default once, not at every new arena. */
 static size_t mia_arena_cap = SIZE_MAX;
 
+/* Reserve and register an arena of exactly segments, or nothing. */
+static mia_arena_t *mia_arena_try_new(mia_subproc_t *sp, size_t segments, bool on_demand) {
+  size_t size = segments * MIA_SEGMENT_SIZE;
+  uint8_t *base = on_demand ? mia_prim_reserve_uncommitted(size, MIA_SEGMENT_SIZE, false)
+                            : mia_prim_reserve(size, MIA_SEGMENT_SIZE, false);
+  if (base == NULL) return NULL;
+  mia_arena_advise(base, size);
+  /* releases base when it fails */
+  return mia_arena_register(sp, base, segments, false, false);
+}
+
 /* An arena of at least min_segments (exactly that many when exact).  A
  * refused reservation is tried again at half the size, down to what is
  * needed: under an address-space limit below the default (1 GiB) every
- * allocation would fail, where glibc's malloc still works. */
+ * allocation would fail, where glibc's malloc still works.  So is one whose
+ * registration failed: the arena fitted under the limit, but not with the
+ * 8 MiB page-map leaf that must follow it (and would then fail the same way
+ * at every allocation). */
 static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments, bool exact) {
   size_t reserve = mi_option_get_size(mi_option_arena_reserve);
   if (reserve < 64 * MIA_SEGMENT_SIZE) reserve = 64 * MIA_SEGMENT_SIZE;
@@ -178,24 +192,17 @@ static mia_arena_t *mia_arena_new(mia_subproc_t *sp, size_t min_segments, bool e
   if (dedicated) segments = min_segments <= SIZE_MAX / 2 / MIA_SEGMENT_SIZE ? 2 * min_segments : min_segments;
   if (segments < min_segments) segments = min_segments;
   bool on_demand = mia_arena_commits_on_demand();
-  uint8_t *base;
   for (;;) {
-    size_t size = segments * MIA_SEGMENT_SIZE;
-    base = on_demand ? mia_prim_reserve_uncommitted(size, MIA_SEGMENT_SIZE, false)
-                     : mia_prim_reserve(size, MIA_SEGMENT_SIZE, false);
-    if (base != NULL || exact || segments <= min_segments) break;
+    mia_arena_t *arena = mia_arena_try_new(sp, segments, on_demand);
+    if (arena != NULL) {
+      arena->on_demand = on_demand;
+      arena->dedicated = dedicated;
+      return arena;
+    }
+    if (exact || segments <= min_segments) return NULL;
     segments = segments / 2 > min_segments ? segments / 2 : min_segments;
     __atomic_store_n(&mia_arena_cap, segments, __ATOMIC_RELAXED);
   }
-  if (base == NULL) return NULL;
-  size_t size = segments * MIA_SEGMENT_SIZE;
-  mia_arena_advise(base, size);
-  mia_arena_t *arena = mia_arena_register(sp, base, segments, false, false);
-  if (arena != NULL) {
-    arena->on_demand = on_demand;
-    arena->dedicated = dedicated;
-  }
-  return arena;
 }
 
 /* MIALLOC_RESERVE_HUGE_OS_PAGES=N: N GiB of explicit huge pages (hugetlbfs),

@@ -7,7 +7,10 @@
  *                                  with a guard page (VmFlags nh: never)
  *   (an address-space limit)       under ulimit -v 512 MiB, below the 1 GiB a
  *                                  default arena takes, smaller arenas serve
- *                                  160 MiB of blocks
+ *                                  160 MiB of blocks; under limits from 8 to
+ *                                  128 MiB, a program either cannot start or
+ *                                  allocate (ENOMEM, no crash) or allocates, and
+ *                                  once it can it can under every higher limit
  *   MIALLOC_ARENA_EAGER_COMMIT=0   (the default) arena segments are writable
  *                                  only while claimed (or freed and not yet
  *                                  purged): a kernel that does not overcommit
@@ -22,6 +25,7 @@
 #include "../tap.h"
 #include "../rss.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +152,18 @@ static int limited_child(void) {
   return ok && huge != NULL ? 0 : 1;
 }
 
+/* Under a tight address-space limit: the first allocations either work
+ * or fail with ENOMEM (1), never crash. */
+static int tight_child(void) {
+  for (int i = 0; i < 1000; i++) {
+    errno = 0;
+    char *p = malloc(100 + (size_t)i);
+    if (p == NULL) return errno == ENOMEM ? 1 : 2;
+    p[99] = 1;   /* kept: the heap grows as a program's would */
+  }
+  return 0;
+}
+
 static size_t status_kib(const char *key) {
   FILE *f = fopen("/proc/self/status", "r");
   char line[256];
@@ -187,6 +203,7 @@ static int reserve_commit_child(void) {
 
 static int child(const char *mode) {
   if (strcmp(mode, "limited") == 0) return limited_child();
+  if (strcmp(mode, "tight") == 0) return tight_child();
   if (strcmp(mode, "reservecommit") == 0) return reserve_commit_child();
   if (strcmp(mode, "mlock") == 0) return mlock_child();
   if (strcmp(mode, "eager") == 0) return commit_child(true);
@@ -236,9 +253,12 @@ static int child(const char *mode) {
   return 3;
 }
 
+static bool quiet_children;   /* the loader's and mialloc's messages of expected failures */
+
 static int run_limited(const char *mode, const char *var, const char *var2, size_t as_limit) {
   pid_t pid = fork();
   if (pid == 0) {
+    if (quiet_children) freopen("/dev/null", "w", stderr);
     struct rlimit rl = {as_limit, as_limit};
     if (as_limit != 0 && setrlimit(RLIMIT_AS, &rl) != 0) _exit(126);
     /* only the variables under test, plus the library path the libtool
@@ -253,6 +273,29 @@ static int run_limited(const char *mode, const char *var, const char *var2, size
   int status;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* A program started under address-space limits from 8 MiB to 128 MiB, in
+ * 2 MiB steps: below some limit it cannot start or allocate, and from
+ * there on it must allocate under every limit.  The first arena is
+ * reserved at half the size after each refusal, and a reservation that
+ * fits but leaves no room for its page-map leaf used to fail every
+ * allocation under a band of limits (36 MiB for ls) while lower ones
+ * worked. */
+static void check_tight_limits(void) {
+  int first_ok = -1, failed_after = -1, crashed = -1;
+  quiet_children = true;
+  for (int mib = 8; mib <= 128; mib += 2) {
+    int rc = run_limited("tight", "MIALLOC_VERBOSE=0", NULL, (size_t)mib << 20);
+    if (rc == 0 && first_ok < 0) first_ok = mib;
+    if (rc != 0 && first_ok >= 0 && failed_after < 0) failed_after = mib;
+    if (rc == 2 || rc >= 128) crashed = mib;   /* 127: the loader could not map a library */
+  }
+  quiet_children = false;
+  printf("# address-space limit: allocations work from %d MiB on\n", first_ok);
+  TAP_OK(first_ok > 0, "a program allocates under an address-space limit of 128 MiB or less");
+  TAP_OK(failed_after < 0, "and under every higher limit (first failure above it: %d MiB)", failed_after);
+  TAP_OK(crashed < 0, "under lower limits malloc fails with ENOMEM, never a crash (last: %d MiB)", crashed);
 }
 
 static int run2(const char *mode, const char *var, const char *var2) { return run_limited(mode, var, var2, 0); }
@@ -277,6 +320,7 @@ int main(int argc, char **argv) {
          "without it the arena is not marked");
   TAP_OK(run_limited("limited", "MIALLOC_VERBOSE=0", NULL, 512u << 20) == 0,
          "under an address-space limit of 512 MiB (below a default arena) smaller arenas serve 160 MiB of blocks");
+  check_tight_limits();
   TAP_OK(run2("ondemand", "MIALLOC_ARENA_EAGER_COMMIT=0", "MIALLOC_PURGE_DELAY=0") == 0,
          "MIALLOC_ARENA_EAGER_COMMIT=0: claimed segments are writable, unclaimed and purged ones are not, "
          "and memory committed again reads zero");
