@@ -144,6 +144,26 @@ AC_DEFUN([MIALLOC_PROBE_PACKED_RELOCS], [
   AC_SUBST([MIALLOC_LDFLAGS])
 ])
 
+# MIALLOC_PROBE_EMPTY_LEAF_SEGMENT: can the linker give the page map's
+# empty leaf (8 MiB read as zero, src/pagemap.c) a read-only segment of its
+# own (src/empty-leaf.ld)?  Otherwise it is writable while the loader maps
+# it, and under ulimit -d below about 9 MiB the library cannot be loaded.
+AC_DEFUN([MIALLOC_PROBE_EMPTY_LEAF_SEGMENT], [
+  AC_CACHE_CHECK([whether the linker gives the empty page-map leaf a read-only segment],
+                 [mialloc_cv_empty_leaf_segment], [
+    save_LDFLAGS=$LDFLAGS
+    LDFLAGS="$LDFLAGS -Wl,-T,$srcdir/src/empty-leaf.ld -Wl,--fatal-warnings"
+    AC_LINK_IFELSE([AC_LANG_PROGRAM([[
+__asm__(".pushsection .mia_empty_leaf,\"a\",@nobits\n.balign 4096\nprobe_leaf: .skip 8192\n.popsection\n");
+extern char probe_leaf[];]], [[return probe_leaf[8191];]])],
+      [mialloc_cv_empty_leaf_segment=yes], [mialloc_cv_empty_leaf_segment=no])
+    LDFLAGS=$save_LDFLAGS])
+  MIALLOC_EMPTY_LEAF_LDFLAGS=""
+  AS_IF([test "x$mialloc_cv_empty_leaf_segment" = xyes],
+        [MIALLOC_EMPTY_LEAF_LDFLAGS='-Wl,-T,$(srcdir)/src/empty-leaf.ld'])
+  AC_SUBST([MIALLOC_EMPTY_LEAF_LDFLAGS])
+])
+
 # MIALLOC_PROBE_CPUID: may start-up code ask the CPU for its copy/clear features?
 AC_DEFUN([MIALLOC_PROBE_CPUID], [
   AC_CACHE_CHECK([whether cpuid can be used], [mialloc_cv_have_cpuid], [

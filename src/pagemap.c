@@ -9,10 +9,27 @@
  */
 #include "internal.h"
 
-/* The shared empty leaf is zero-initialised static data (.bss): it needs
- * no set-up, so lookups work before initialisation (free of NULL or of a
- * foreign pointer before the first malloc), and reading it costs no RAM. */
-static mia_page_t *mia_pagemap_empty_leaf[MIA_MAP_LEAF_COUNT];
+/* The shared empty leaf reads as zero from the moment the library is
+ * mapped: it needs no set-up, so lookups work before initialisation (free
+ * of NULL or of a foreign pointer before the first malloc), and reading it
+ * costs no RAM.  In .bss it would be writable while the loader maps it, and
+ * the kernel charges writable private memory against RLIMIT_DATA: under
+ * ulimit -d below about 9 MiB the library could not be loaded, nor any
+ * program with it in /etc/ld.so.preload.  So it has a section of its own,
+ * allocated but neither loaded nor writable, which src/empty-leaf.ld
+ * gives a read-only segment.  Linked without the script (the unit tests,
+ * the fuzz target) it joins .bss. */
+__asm__(".pushsection .mia_empty_leaf,\"a\",@nobits\n"
+        ".balign 4096\n"
+        ".globl mia_pagemap_empty_leaf\n"
+        ".hidden mia_pagemap_empty_leaf\n"
+        ".type mia_pagemap_empty_leaf, @object\n"
+        ".size mia_pagemap_empty_leaf, 8388608\n"
+        "mia_pagemap_empty_leaf:\n"
+        ".skip 8388608\n"
+        ".popsection\n");
+extern mia_page_t *mia_pagemap_empty_leaf[MIA_MAP_LEAF_COUNT] __attribute__((visibility("hidden")));
+_Static_assert(sizeof mia_pagemap_empty_leaf == 8388608, "the empty leaf's size in the assembly above");
 mia_page_t **mia_pagemap_top[MIA_MAP_TOP_COUNT] = {
     [0 ... MIA_MAP_TOP_COUNT - 1] = mia_pagemap_empty_leaf};
 static mia_lock_t mia_pagemap_lock;
@@ -21,14 +38,15 @@ void mia_pagemap_fork(mia_fork_step_t step) { mia_lock_fork(&mia_pagemap_lock, s
 
 #define MIA_LEAF_BYTES (MIA_MAP_LEAF_COUNT * sizeof(mia_page_t *))
 
-/* Writable static data is charged against the commit limit too, 8 MiB of
- * it here: where arenas commit on demand, the whole pages of the empty
- * leaf become a read-only mapping at the same address (reading the same
- * zeros), which is not charged.  Lookups racing with the swap read zeros
- * either way.  (Whole pages inside it rather than an aligned array: a
- * 64 KiB-aligned .bss makes Valgrind 3.19 drop the library's symbols.) */
+/* defined by src/empty-leaf.ld: the leaf has its read-only segment */
+extern char mia_empty_leaf_read_only[] __attribute__((weak, visibility("hidden")));
+
+/* Linked without the script, the leaf is writable .bss, charged against
+ * the commit limit too: where arenas commit on demand, its pages become a
+ * read-only mapping at the same address (reading the same zeros), which is
+ * not charged.  Lookups racing with the swap read zeros either way. */
 void mia_pagemap_init(void) {
-  if (!mia_arena_commits_on_demand()) return;
+  if (mia_empty_leaf_read_only != NULL || !mia_arena_commits_on_demand()) return;
   uintptr_t ps = mia_prim_page_size();
   uintptr_t lo = ((uintptr_t)mia_pagemap_empty_leaf + ps - 1) & ~(ps - 1);
   uintptr_t hi = ((uintptr_t)mia_pagemap_empty_leaf + sizeof mia_pagemap_empty_leaf) & ~(ps - 1);

@@ -7,10 +7,12 @@
  *                                  with a guard page (VmFlags nh: never)
  *   (an address-space limit)       under ulimit -v 512 MiB, below the 1 GiB a
  *                                  default arena takes, smaller arenas serve
- *                                  160 MiB of blocks; under limits from 8 to
+ *                                  160 MiB of blocks; under limits from 2 to
  *                                  128 MiB, a program either cannot start or
  *                                  allocate (ENOMEM, no crash) or allocates, and
  *                                  once it can it can under every higher limit
+ *   (a data limit)                 the same from 1 to 32 MiB, and the library
+ *                                  loads and allocates under ulimit -d 8 MiB
  *   MIALLOC_ARENA_EAGER_COMMIT=0   (the default) arena segments are writable
  *                                  only while claimed (or freed and not yet
  *                                  purged): a kernel that does not overcommit
@@ -136,7 +138,10 @@ static int commit_child(bool eager) {
  * out of them) */
 static int limited_child(void) {
   enum { N = 160 * 1024 };
-  static uint8_t *blocks[N];
+  /* mapped, not .bss: under the data limits of check_tight_limits the
+   * kernel could not even start this program with 1.25 MiB of .bss */
+  uint8_t **blocks = mmap(NULL, N * sizeof *blocks, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (blocks == MAP_FAILED) return 2;
   bool ok = true;
   for (int i = 0; i < N && ok; i++) {
     blocks[i] = malloc(1000);
@@ -148,6 +153,7 @@ static int limited_child(void) {
   for (int i = 0; i < N && ok; i++) ok = blocks[i][999] == (i & 0xff);
   printf("blocks %s, huge block %s\n", ok ? "ok" : "failed", huge != NULL ? "ok" : "failed");
   for (int i = 0; i < N; i++) free(blocks[i]);
+  munmap(blocks, N * sizeof *blocks);
   free(huge);
   return ok && huge != NULL ? 0 : 1;
 }
@@ -255,12 +261,12 @@ static int child(const char *mode) {
 
 static bool quiet_children;   /* the loader's and mialloc's messages of expected failures */
 
-static int run_limited(const char *mode, const char *var, const char *var2, size_t as_limit) {
+static int run_rlimited(const char *mode, const char *var, const char *var2, int resource, size_t limit) {
   pid_t pid = fork();
   if (pid == 0) {
     if (quiet_children) freopen("/dev/null", "w", stderr);
-    struct rlimit rl = {as_limit, as_limit};
-    if (as_limit != 0 && setrlimit(RLIMIT_AS, &rl) != 0) _exit(126);
+    struct rlimit rl = {limit, limit};
+    if (limit != 0 && setrlimit(resource, &rl) != 0) _exit(126);
     /* only the variables under test, plus the library path the libtool
      * wrapper set up for the uninstalled library */
     char ldpath[4096];
@@ -275,27 +281,44 @@ static int run_limited(const char *mode, const char *var, const char *var2, size
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-/* A program started under address-space limits from 8 MiB to 128 MiB, in
- * 2 MiB steps: below some limit it cannot start or allocate, and from
- * there on it must allocate under every limit.  The first arena is
- * reserved at half the size after each refusal, and a reservation that
- * fits but leaves no room for its page-map leaf used to fail every
- * allocation under a band of limits (36 MiB for ls) while lower ones
- * worked. */
-static void check_tight_limits(void) {
+static int run_limited(const char *mode, const char *var, const char *var2, size_t as_limit) {
+  return run_rlimited(mode, var, var2, RLIMIT_AS, as_limit);
+}
+
+/* A program started under limits of resource from 1 MiB to max_mib in
+ * steps of step_mib: below some limit it cannot start or allocate, and
+ * from there on it must allocate under every limit.  Returns that limit
+ * (-1: none). */
+static int check_tight_limits(int resource, const char *what, int step_mib, int max_mib) {
   int first_ok = -1, failed_after = -1, crashed = -1;
   quiet_children = true;
-  for (int mib = 8; mib <= 128; mib += 2) {
-    int rc = run_limited("tight", "MIALLOC_VERBOSE=0", NULL, (size_t)mib << 20);
+  for (int mib = step_mib; mib <= max_mib; mib += step_mib) {
+    int rc = run_rlimited("tight", "MIALLOC_VERBOSE=0", NULL, resource, (size_t)mib << 20);
     if (rc == 0 && first_ok < 0) first_ok = mib;
     if (rc != 0 && first_ok >= 0 && failed_after < 0) failed_after = mib;
     if (rc == 2 || rc >= 128) crashed = mib;   /* 127: the loader could not map a library */
   }
   quiet_children = false;
-  printf("# address-space limit: allocations work from %d MiB on\n", first_ok);
-  TAP_OK(first_ok > 0, "a program allocates under an address-space limit of 128 MiB or less");
+  printf("# %s: allocations work from %d MiB on\n", what, first_ok);
+  TAP_OK(first_ok > 0, "a program allocates under %s of %d MiB or less", what, max_mib);
   TAP_OK(failed_after < 0, "and under every higher limit (first failure above it: %d MiB)", failed_after);
   TAP_OK(crashed < 0, "under lower limits malloc fails with ENOMEM, never a crash (last: %d MiB)", crashed);
+  return first_ok;
+}
+
+/* Under address-space limits: the first arena is reserved at half the
+ * size after each refusal, and a reservation that fits but leaves no room
+ * for its page-map leaf used to fail every allocation under a band of
+ * limits (36 MiB for ls) while lower ones worked.  Under data limits
+ * (ulimit -d: writable private memory): the page map's 8 MiB empty leaf is
+ * read-only from the start (src/empty-leaf.ld); as .bss it kept the
+ * library from loading under 9 MiB.  A first segment (4 MiB, made writable
+ * when claimed) and the rest fit in 8 MiB. */
+static void check_tight_rlimits(void) {
+  check_tight_limits(RLIMIT_AS, "an address-space limit", 2, 128);
+  int data_ok = check_tight_limits(RLIMIT_DATA, "a data limit", 1, 32);
+  TAP_OK(data_ok > 0 && data_ok <= 8, "the library loads and allocates under a data limit of 8 MiB (from %d MiB)",
+         data_ok);
 }
 
 static int run2(const char *mode, const char *var, const char *var2) { return run_limited(mode, var, var2, 0); }
@@ -320,7 +343,7 @@ int main(int argc, char **argv) {
          "without it the arena is not marked");
   TAP_OK(run_limited("limited", "MIALLOC_VERBOSE=0", NULL, 512u << 20) == 0,
          "under an address-space limit of 512 MiB (below a default arena) smaller arenas serve 160 MiB of blocks");
-  check_tight_limits();
+  check_tight_rlimits();
   TAP_OK(run2("ondemand", "MIALLOC_ARENA_EAGER_COMMIT=0", "MIALLOC_PURGE_DELAY=0") == 0,
          "MIALLOC_ARENA_EAGER_COMMIT=0: claimed segments are writable, unclaimed and purged ones are not, "
          "and memory committed again reads zero");
