@@ -418,6 +418,20 @@ bool mia_prim_thp_available(void) {
   return strstr(buf, "[never]") == NULL;
 }
 
+/* Read once: whether the system backs every anonymous mapping with
+ * transparent huge pages where it can, not only those that ask. */
+bool mia_prim_thp_always(void) {
+  static _Atomic(int) always = -1;   /* -1: not read yet */
+  int a = atomic_load_explicit(&always, memory_order_relaxed);
+  if (a < 0) {
+    char buf[128];
+    a = mia_prim_read_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf) &&
+        strstr(buf, "[always]") != NULL;
+    atomic_store_explicit(&always, a, memory_order_relaxed);
+  }
+  return a != 0;
+}
+
 /* /sys/devices/system/node/online holds a list such as "0" or "0-3,5". */
 size_t mia_prim_numa_node_count(void) {
   char buf[256];

@@ -63,6 +63,7 @@ void   mia_prim_no_dump(void *p, size_t size);
 bool   mia_prim_populate(void *p, size_t size);
 size_t mia_prim_page_size(void);
 bool   mia_prim_thp_available(void);
+bool   mia_prim_thp_always(void);       /* the system's THP mode is "always" */
 size_t mia_prim_numa_node_count(void);
 
 /* Threads and time. */

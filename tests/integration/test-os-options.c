@@ -4,7 +4,9 @@
  *   MIALLOC_RESERVE_OS_MEMORY=256MiB  an arena of that size exists at start
  *   MIALLOC_ALLOW_LARGE_OS_PAGES=1 arenas are marked for huge pages (VmFlags hg),
  *                                  except in secure builds, whose pages each end
- *                                  with a guard page (VmFlags nh: never)
+ *                                  with a guard page (VmFlags nh: never); without
+ *                                  it, where the system's THP mode is always, the
+ *                                  first 16 MiB of the arena (a small heap) nh
  *   (an address-space limit)       under ulimit -v 512 MiB, below the 1 GiB a
  *                                  default arena takes, smaller arenas serve
  *                                  160 MiB of blocks; under limits from 2 to
@@ -170,6 +172,22 @@ static int tight_child(void) {
   return 0;
 }
 
+#if MIALLOC_SECURE
+static const bool secure_build = true;
+#else
+static const bool secure_build = false;
+#endif
+
+static bool thp_always(void) {
+  char buf[128] = "";
+  FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (f != NULL) {
+    if (fgets(buf, sizeof buf, f) == NULL) buf[0] = 0;
+    fclose(f);
+  }
+  return strstr(buf, "[always]") != NULL;
+}
+
 static size_t status_kib(const char *key) {
   FILE *f = fopen("/proc/self/status", "r");
   char line[256];
@@ -249,12 +267,32 @@ static int child(const char *mode) {
     /* the small block came from the reserved arena: nothing else exists */
     return reserved == (256ull << 20) ? 0 : 1;
   }
-  if (strcmp(mode, "thp") == 0 || strcmp(mode, "nothp") == 0) {
+  if (strcmp(mode, "thp") == 0) {
     void *p = malloc(100);
     bool hg = mapping_has_flag(p, "hg");
     printf("hg=%d\n", hg);
     free(p);
-    return hg == (strcmp(mode, "thp") == 0) ? 0 : 1;
+    return hg ? 0 : 1;
+  }
+  if (strcmp(mode, "nothp") == 0) {
+    /* not asked for: secure builds and systems whose THP mode is
+     * "always" mark the arena "nh" (no huge pages), others leave it be */
+    void *p = malloc(100);
+    bool hg = mapping_has_flag(p, "hg"), nh = mapping_has_flag(p, "nh");
+    /* "always" spares only a small program's heap, the first 16 MiB of
+     * the arena: past it the system decides again */
+    uintptr_t first = (uintptr_t)p & ~(uintptr_t)((4u << 20) - 1);
+    void *big[16] = {0};
+    int far = -1;
+    for (int i = 0; i < 16 && far < 0; i++) {
+      big[i] = malloc(8u << 20);
+      if (big[i] != NULL && (uintptr_t)big[i] >= first + (16u << 20) && (uintptr_t)big[i] < first + (1u << 30))
+        far = mapping_has_flag(big[i], "nh");
+    }
+    printf("hg=%d nh=%d, past 16 MiB nh=%d, system THP mode always: %d\n", hg, nh, far, thp_always());
+    for (int i = 0; i < 16; i++) free(big[i]);
+    free(p);
+    return !hg && nh == (secure_build || thp_always()) && far == secure_build ? 0 : 1;
   }
   return 3;
 }
@@ -340,7 +378,8 @@ int main(int argc, char **argv) {
          "MIALLOC_ALLOW_LARGE_OS_PAGES=1: the arena is marked for huge pages");
 #endif
   TAP_OK(run("nothp", "MIALLOC_ALLOW_LARGE_OS_PAGES=0") == 0,
-         "without it the arena is not marked");
+         "without it the arena is not marked; where the system's mode is always, its first 16 MiB are marked "
+         "for no huge pages, the rest is not (secure builds: all of it)");
   TAP_OK(run_limited("limited", "MIALLOC_VERBOSE=0", NULL, 512u << 20) == 0,
          "under an address-space limit of 512 MiB (below a default arena) smaller arenas serve 160 MiB of blocks");
   check_tight_rlimits();
