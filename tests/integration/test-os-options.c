@@ -302,7 +302,7 @@ static bool quiet_children;   /* the loader's and mialloc's messages of expected
 static int run_rlimited(const char *mode, const char *var, const char *var2, int resource, size_t limit) {
   pid_t pid = fork();
   if (pid == 0) {
-    if (quiet_children) freopen("/dev/null", "w", stderr);
+    if (quiet_children && freopen("/dev/null", "w", stderr) == NULL) _exit(125);
     struct rlimit rl = {limit, limit};
     if (limit != 0 && setrlimit(resource, &rl) != 0) _exit(126);
     /* only the variables under test, plus the library path the libtool
