@@ -18,7 +18,7 @@
  * program with it in /etc/ld.so.preload.  So it has a section of its own,
  * allocated but neither loaded nor writable, which src/empty-leaf.ld
  * gives a read-only segment.  Linked without the script (the unit tests,
- * the fuzz target) it joins .bss. */
+ * the fuzz target) it lands after .bss, in the writable segment. */
 __asm__(".pushsection .mia_empty_leaf,\"a\",@nobits\n"
         ".balign 4096\n"
         ".globl mia_pagemap_empty_leaf\n"
@@ -41,7 +41,7 @@ void mia_pagemap_fork(mia_fork_step_t step) { mia_lock_fork(&mia_pagemap_lock, s
 /* defined by src/empty-leaf.ld: the leaf has its read-only segment */
 extern char mia_empty_leaf_read_only[] __attribute__((weak, visibility("hidden")));
 
-/* Linked without the script, the leaf is writable .bss, charged against
+/* Linked without the script, the leaf is writable like .bss, charged against
  * the commit limit too: where arenas commit on demand, its pages become a
  * read-only mapping at the same address (reading the same zeros), which is
  * not charged.  Lookups racing with the swap read zeros either way. */
