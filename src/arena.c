@@ -166,7 +166,7 @@ static void mia_arena_advise(uint8_t *p, size_t size) {
     mia_prim_no_thp(p, size);
   } else if (mia_option_get_fast(mi_option_allow_large_os_pages) != 0) {
     mia_prim_want_thp(p, size);
-  } else if (mia_prim_thp_always()) {
+  } else if (mia_prim_thp_mode() == MIA_THP_ALWAYS) {
     uintptr_t lean_lo = __atomic_load_n(&mia_thp_lean_lo, __ATOMIC_RELAXED);
     uintptr_t lean_hi = __atomic_load_n(&mia_thp_lean_hi, __ATOMIC_RELAXED);
     uintptr_t lo = (uintptr_t)p > lean_lo ? (uintptr_t)p : lean_lo;

@@ -155,13 +155,15 @@ void mia_process_init(void) {
   mia_cpu_detect();
   mia_guarded_init();
   atomic_store(&mia_process_state, 2);
-  /* the /sys reads only when they are shown: six system calls otherwise
-   * paid by every process */
+  static const char *const thp_modes[] = {"never", "madvise", "always"};   /* mia_thp_mode_t */
+  /* the node count is read only when it is shown: three system calls
+   * otherwise paid by every process (the THP mode is read once anyway,
+   * at the first arena) */
   if (mia_option_get_fast(mi_option_verbose) != 0)
     mia_verbose("process init: version %s, tls model %s, page size %zu, numa nodes %zu, "
-                "transparent huge pages %s\n", PACKAGE_VERSION, MIALLOC_TLS_MODEL_NAME,
+                "transparent huge pages \"%s\"\n", PACKAGE_VERSION, MIALLOC_TLS_MODEL_NAME,
                 mia_prim_page_size(), mia_prim_numa_node_count(),
-                mia_prim_thp_available() ? "available" : "not available");
+                thp_modes[mia_prim_thp_mode()]);
   long huge = mia_option_get_fast(mi_option_reserve_huge_os_pages);
   if (huge > 0 && !mia_arena_reserve_huge(&mia_subproc_main, (size_t)huge))
     mia_warning("could not reserve %ld GiB of huge OS pages (is vm.nr_hugepages set?)\n", huge);

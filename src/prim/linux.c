@@ -411,25 +411,22 @@ bool mia_prim_read_file(const char *path, char *buf, size_t bufsize) {
   return len > 0;
 }
 
-bool mia_prim_thp_available(void) {
-  char buf[128];
-  if (!mia_prim_read_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf))
-    return false;
-  return strstr(buf, "[never]") == NULL;
-}
-
-/* Read once: whether the system backs every anonymous mapping with
- * transparent huge pages where it can, not only those that ask. */
-bool mia_prim_thp_always(void) {
-  static _Atomic(int) always = -1;   /* -1: not read yet */
-  int a = atomic_load_explicit(&always, memory_order_relaxed);
-  if (a < 0) {
+/* Read once: the system's transparent-huge-page mode.  "always" backs
+ * every anonymous mapping with huge pages where it can, not only those
+ * that ask (arena.c keeps a small program's heap out of them then). */
+mia_thp_mode_t mia_prim_thp_mode(void) {
+  static _Atomic(int) mode = -1;   /* -1: not read yet */
+  int m = atomic_load_explicit(&mode, memory_order_relaxed);
+  if (m < 0) {
     char buf[128];
-    a = mia_prim_read_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf) &&
-        strstr(buf, "[always]") != NULL;
-    atomic_store_explicit(&always, a, memory_order_relaxed);
+    m = MIA_THP_NEVER;   /* also where the file is missing: no THP in the kernel */
+    if (mia_prim_read_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf)) {
+      if (strstr(buf, "[always]") != NULL) m = MIA_THP_ALWAYS;
+      else if (strstr(buf, "[madvise]") != NULL) m = MIA_THP_MADVISE;
+    }
+    atomic_store_explicit(&mode, m, memory_order_relaxed);
   }
-  return a != 0;
+  return (mia_thp_mode_t)m;
 }
 
 /* /sys/devices/system/node/online holds a list such as "0" or "0-3,5". */

@@ -62,8 +62,8 @@ void   mia_prim_no_thp(void *p, size_t size);
 void   mia_prim_no_dump(void *p, size_t size);
 bool   mia_prim_populate(void *p, size_t size);
 size_t mia_prim_page_size(void);
-bool   mia_prim_thp_available(void);
-bool   mia_prim_thp_always(void);       /* the system's THP mode is "always" */
+typedef enum { MIA_THP_NEVER, MIA_THP_MADVISE, MIA_THP_ALWAYS } mia_thp_mode_t;
+mia_thp_mode_t mia_prim_thp_mode(void);   /* the system's THP mode, read once */
 size_t mia_prim_numa_node_count(void);
 
 /* Threads and time. */

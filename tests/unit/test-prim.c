@@ -49,8 +49,11 @@ int main(void) {
 
   char buf[256];
   bool thp_file = mia_prim_read_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf);
-  TAP_OK(mia_prim_thp_available() == (thp_file && strstr(buf, "[never]") == NULL),
-         "huge page availability follows the kernel setting");
+  mia_thp_mode_t want = !thp_file                          ? MIA_THP_NEVER
+                       : strstr(buf, "[always]") != NULL  ? MIA_THP_ALWAYS
+                       : strstr(buf, "[madvise]") != NULL ? MIA_THP_MADVISE
+                                                          : MIA_THP_NEVER;
+  TAP_OK(mia_prim_thp_mode() == want, "the huge page mode is the kernel's (%d)", (int)want);
   TAP_OK(mia_prim_read_file("/proc/self/statm", buf, sizeof buf) && buf[0] >= '0' && buf[0] <= '9',
          "read_file reads /proc");
   TAP_OK(!mia_prim_read_file("/nonexistent/file", buf, sizeof buf), "read_file fails cleanly");
