@@ -5,7 +5,7 @@
 
 # Case definitions for the userland suite (see run.sh).
 #
-#   cases.sh --list    print "NAME KIND [REQUIRED-PROGRAM]" lines
+#   cases.sh --list    print "NAME KIND [REQUIRED-PROGRAM[:PYTHON-MODULE]]" lines
 #   cases.sh NAME      run one case in the current directory
 #
 # run.sh runs every case twice in a fresh, identical working directory with a
@@ -69,6 +69,7 @@ python_re cmp
 python_sqlite3 cmp
 python_hashlib cmp
 python_bignum cmp
+python_regrtest cmp python3:test.test_dict
 perl_hashes cmp
 perl_text cmp
 git_history cmp
@@ -921,6 +922,20 @@ print(pow(7, 10 ** 5, 10 ** 40 + 7), math.gcd(2 ** 4000 - 1, 2 ** 6000 - 1).bit_
 print(math.isqrt(10 ** 4001) % 10 ** 12)
 EOF
 	python3 b.py
+}
+
+# CPython's own regression tests (the libpython3.X-testsuite package) for
+# the object types, the cyclic garbage collector, threads, ctypes, mmap and
+# tracemalloc, with every object taken from malloc (PYTHONMALLOC=malloc)
+# instead of CPython's own small-object arenas.  One process runs them in
+# turn; only the verdict is printed (the lines with times are dropped), so
+# a failure shows as a different verdict, with the failing test's output.
+c_python_regrtest() {
+	PYTHONMALLOC=malloc python3 -m test -q test_dict test_list test_set test_deque \
+		test_unicode test_bytes test_long test_struct test_array test_memoryview \
+		test_collections test_itertools test_functools test_sort test_json test_re \
+		test_zlib test_hashlib test_gc test_thread test_ctypes test_mmap \
+		test_tracemalloc 2>&1 | grep -v -E '^(0:[0-9]{2}:[0-9]{2} |Total duration: )'
 }
 
 # ================================================================ perl

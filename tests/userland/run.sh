@@ -193,12 +193,20 @@ secs() {
 	printf '%d.%02d' $((d / 100)) $((d % 100))
 }
 
+# REQUIRED-PROGRAM of a case: a program on the test PATH, or PROGRAM:MODULE,
+# a Python that can import MODULE (a test package installed on its own).
+have_requirement() {
+	local prog=${1%%:*}
+	PATH=$testpath command -v "$prog" >/dev/null 2>&1 || return 1
+	[[ $1 != *:* ]] || PATH=$testpath "$prog" -c "import ${1#*:}" >/dev/null 2>&1
+}
+
 n=0 cmp_total=0 cmp_ok=0 maps_total=0 maps_ok=0 skipped=0 failed=0
 t_start=$EPOCHREALTIME
 for entry in "${selected[@]}"; do
 	n=$((n + 1))
 	read -r name kind req <<<"$entry"
-	if [[ -n ${req:-} ]] && ! PATH=$testpath command -v "$req" >/dev/null 2>&1; then
+	if [[ -n ${req:-} ]] && ! have_requirement "$req"; then
 		echo "ok $n - $name # SKIP $req not installed"
 		skipped=$((skipped + 1))
 		continue
