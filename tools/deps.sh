@@ -11,13 +11,29 @@ pkgs="build-essential autoconf automake libtool pkg-config g++ zlib1g-dev libunw
 if [ -f "$here/../tests/userland/deps.txt" ]; then
   pkgs="$pkgs $(grep -v '^#' "$here/../tests/userland/deps.txt" | tr '\n' ' ')"
 fi
-missing=""
-for p in $pkgs; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
-[ -z "$missing" ] && exit 0
-echo "deps.sh: installing:$missing"
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+updated=""
+
+missing_of() {
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || printf ' %s' "$p"
+  done
+}
+
+apt_install() {
+  echo "deps.sh: installing: $*"
+  [ -n "$updated" ] || $SUDO apt-get update -qq
+  updated=yes
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
+
+missing=$(missing_of $pkgs)
+[ -z "$missing" ] || apt_install $missing
+
+# CPython's own tests (the userland case python_regrtest) come in a package
+# named for the Python version; without it that case is skipped, so not
+# getting it is no error.
+py=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || exit 0
+suite=$(missing_of "libpython$py-testsuite")
+[ -z "$suite" ] || apt_install $suite || echo "deps.sh: no$suite: the userland case python_regrtest will be skipped"
