@@ -182,7 +182,7 @@ struct mia_arena_s {
 #if MIALLOC_SECURE || MIALLOC_PADDING || MIALLOC_DEBUG || MIALLOC_VALGRIND || MIALLOC_ASAN
 #define MIA_REMOTE_BATCH 0
 #else
-#define MIA_REMOTE_BATCH 32           /* batches (pages) per thread, direct-mapped */
+#define MIA_REMOTE_BATCH 128          /* batches (pages) per thread, direct-mapped */
 #endif
 
 typedef struct mia_remote_batch_s {
