@@ -71,14 +71,17 @@ void mia_free_odd(void *p) {
  * 83 % of the remote free's samples sat on it).  The blocks are marked
  * free at once, so a second free is still caught.  Only blocks of the main
  * heap are batched: a first-class heap may be destroyed with its pages
- * while a batch waits. */
+ * while a batch waits.  Nor are blocks of unowned pages (an exited
+ * thread's, a deleted heap's): no owner contends for them, and a block
+ * waiting in a batch would keep its segment from ever emptying and being
+ * taken back, since the freeing thread may never flush. */
 #define MIA_REMOTE_BATCH_BLOCKS 16
 #define MIA_REMOTE_BATCH_BYTES 16384   /* per page: a waiting batch must not keep much memory from its owner */
 
-static inline bool mia_remote_batchable(const mia_page_t *page) {
+static inline bool mia_remote_batchable(const mia_page_t *page, uintptr_t owner) {
   const mia_segment_t *seg = mia_segment_of_page(page);
   const mi_heap_t *heap = seg->heap;
-  return page->block_size <= MIA_REMOTE_BATCH_BYTES / 2 && seg->subproc == &mia_subproc_main &&
+  return owner != 0 && page->block_size <= MIA_REMOTE_BATCH_BYTES / 2 && seg->subproc == &mia_subproc_main &&
          (heap == NULL || heap == &mia_subproc_main.heap_main);
 }
 
@@ -94,9 +97,9 @@ static inline void mia_remote_push_batch(mia_remote_batch_t *batch) {
   batch->count = 0;
 }
 
-static void mia_free_remote_batched(mia_page_t *page, mia_block_t *block) {
+static void mia_free_remote_batched(mia_page_t *page, mia_block_t *block, uintptr_t owner) {
   mia_theap_t *theap = mia_theap_get();
-  if (theap == &mia_theap_empty || !mia_remote_batchable(page)) {
+  if (theap == &mia_theap_empty || !mia_remote_batchable(page, owner)) {
     mia_free_remote(page, block);
     return;
   }
@@ -127,7 +130,10 @@ void mia_remote_flush(mia_tld_t *tld) {
 
 #else
 
-static inline void mia_free_remote_batched(mia_page_t *page, mia_block_t *block) { mia_free_remote(page, block); }
+static inline void mia_free_remote_batched(mia_page_t *page, mia_block_t *block, uintptr_t owner) {
+  (void)owner;
+  mia_free_remote(page, block);
+}
 
 void mia_remote_flush(mia_tld_t *tld) { (void)tld; }
 
@@ -158,7 +164,7 @@ static inline void mia_free_block(mia_page_t *page, void *p, mia_block_t *block)
     if (page->used == 0) mia_page_retire(page);
     return;
   }
-  mia_free_remote_batched(page, block);
+  mia_free_remote_batched(page, block, owner);
 }
 
 /* The block carries the free mark (release builds): a double free unless

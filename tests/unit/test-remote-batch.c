@@ -2,7 +2,8 @@
  * small main-heap blocks per page and pushes a page's batch in one go
  * (release builds; the others push each free at once): at 16 blocks, when
  * it collects and when it exits.  Blocks of a first-class heap are pushed
- * at once (the heap may be destroyed).  The owner's second free of a
+ * at once (the heap may be destroyed), and so are blocks of a page whose
+ * owner has exited (a waiting batch would keep its segment from emptying).  The owner's second free of a
  * batched block is reported as a double free and no block is handed out
  * twice.  The freeing thread runs one step at a time, so the page can be
  * looked at while a batch waits. */
@@ -20,8 +21,9 @@
 
 static void *blocks[BLOCKS];
 static void *heap_blocks[4];
+static void *orphan_blocks[4];
 
-typedef enum { FREE_RANGE, FREE_HEAP_BLOCKS, COLLECT, EXIT } action_t;
+typedef enum { FREE_RANGE, FREE_HEAP_BLOCKS, FREE_ORPHANS, COLLECT, EXIT } action_t;
 
 static struct {
   action_t action;
@@ -39,6 +41,8 @@ static void *freer(void *arg) {
       for (int i = step.from; i < step.to; i++) mi_free(blocks[i]);
     else if (action == FREE_HEAP_BLOCKS)
       for (int i = 0; i < 4; i++) mi_free(heap_blocks[i]);
+    else if (action == FREE_ORPHANS)
+      for (int i = 0; i < 3; i++) mi_free(orphan_blocks[i]);
     else if (action == COLLECT)
       mi_collect(false);
     sem_post(&done);
@@ -56,6 +60,13 @@ static void in_freer(action_t action, int from, int to) {
 
 static uint32_t remote_count(mia_page_t *page) {
   return mia_tf_count(atomic_load_explicit(&page->thread_free, memory_order_acquire));
+}
+
+/* a thread that leaves 4 live blocks behind when it exits */
+static void *orphan_maker(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 4; i++) orphan_blocks[i] = mi_malloc(SIZE);
+  return NULL;
 }
 
 /* BLOCKS blocks of one page of the main heap (guarded sampling is off) */
@@ -116,6 +127,20 @@ int main(void) {
   TAP_OK(one_page && remote_count(hpage) == 4, "a first-class heap's 4 blocks are on its page's remote list (%u)",
          remote_count(hpage));
   mi_heap_destroy(h);
+
+  /* blocks of a page whose owner has exited are pushed at once */
+  pthread_t maker;
+  if (pthread_create(&maker, NULL, orphan_maker, NULL) != 0) abort();
+  pthread_join(maker, NULL);
+  mia_page_t *opage = mia_page_of(orphan_blocks[0]);
+  one_page = true;
+  for (int i = 1; i < 4; i++) one_page = one_page && mia_page_of(orphan_blocks[i]) == opage;
+  uintptr_t okey = __atomic_load_n(&opage->free_key, __ATOMIC_ACQUIRE) & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
+  in_freer(FREE_ORPHANS, 0, 0);
+  TAP_OK(one_page && okey == 0 && remote_count(opage) == 3,
+         "3 blocks of an exited thread's page are on its remote list (%u; owner %#lx)", remote_count(opage),
+         (unsigned long)okey);
+  mi_free(orphan_blocks[3]);
 
   /* the thread's exit pushes its batches */
   in_freer(FREE_RANGE, 20, 23);
