@@ -5,8 +5,8 @@
  * at once (the heap may be destroyed), and so are blocks of a page whose
  * owner has exited (a waiting batch would keep its segment from
  * emptying).  The owner's second free of a batched block is reported as a
- * double free and no block is handed out twice.  The freeing thread runs one step at a time, so the page can be
- * looked at while a batch waits. */
+ * double free and no block is handed out twice.  The freeing thread runs
+ * one step at a time, so the page can be looked at while a batch waits. */
 #include "internal.h"
 #include "../tap.h"
 #include "../errors.h"
