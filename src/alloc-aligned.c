@@ -103,6 +103,9 @@ static void *mia_malloc_aligned_impl(mia_theap_t *theap, size_t size, size_t ali
         page->flags |= MIA_PAGE_HAS_ALIGNED;
         page->free_key |= MIA_PAGE_HAS_ALIGNED;
       }
+      /* only a 16-byte boundary can be a former block's start, and there
+       * the word is inside this block */
+      if ((aligned & 15) == 0) mia_block_forget_mark((void *)aligned);
     }
     return (void *)aligned;
   }
@@ -121,6 +124,7 @@ static void *mia_malloc_aligned_impl(mia_theap_t *theap, size_t size, size_t ali
    * for interior pointers (mia_huge_interior) */
   if ((uint8_t *)aligned != page->start) mia_page_set_flag(page, MIA_PAGE_HAS_ALIGNED, true);
   mia_huge_set_used(page, (size_t)(aligned - (uintptr_t)page->start) + size);
+  if (!page->is_zero_init && (aligned & 15) == 0) mia_block_forget_mark((void *)aligned);
   if (zero && !page->is_zero_init) mia_memzero((void *)aligned, mia_page_usable_of(page, (void *)aligned));
   return (void *)aligned;
 }

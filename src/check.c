@@ -411,13 +411,26 @@ static mia_unused bool mia_block_is_free(mia_page_t *page, const void *p) {
 
 /* ---- release builds: the free mark (MIA_FREE_MARK in internal.h) ---- */
 
+/* Is the marked block in another thread's batch of remote frees?  Its
+ * link is tagged and names a block of the same page (internal.h).  The tag
+ * bit alone is not enough: live data with an odd first word that also
+ * holds the mark (copied from memory a freed block left) was taken for a
+ * batched block, and its free refused as a double free. */
+static bool mia_block_batched(const mia_page_t *page, const void *block) {
+  uintptr_t word = ((const uintptr_t *)block)[0];
+  if (!(word & MIA_BATCHED_LINK_TAG)) return false;
+  const uint8_t *link = (const uint8_t *)(word & ~MIA_BATCHED_LINK_TAG);
+  if (link < page->start || link >= page->start + (size_t)page->capacity * page->block_size) return false;
+  return (size_t)(link - page->start) % page->block_size == 0;
+}
+
 /* Is a block with the free mark free indeed?  Yes, unless live data
  * matches the 64-bit mark by chance.  The owner looks on the page's lists
- * to be sure, and at the link tag of a block in another thread's batch of
- * remote frees (on no list yet, MIA_REMOTE_BATCH); another thread cannot
- * walk lists the owner is changing and takes the mark's word. */
+ * to be sure, and at the link of a block in another thread's batch (on no
+ * list yet, MIA_REMOTE_BATCH); another thread cannot walk lists the owner
+ * is changing and takes the mark's word. */
 static bool mia_marked_block_free(mia_page_t *page, const void *block, bool owner) {
-  return !owner || (MIA_REMOTE_BATCH > 0 && mia_block_link_tagged_batched(block)) || mia_block_is_free(page, block);
+  return !owner || (MIA_REMOTE_BATCH > 0 && mia_block_batched(page, block)) || mia_block_is_free(page, block);
 }
 
 /* A block with the free mark freed again: true when it is a double free

@@ -115,7 +115,7 @@ static void mia_free_remote_batched(mia_page_t *page, mia_block_t *block, uintpt
   } else {
     if (batch->page != NULL) mia_remote_push_batch(batch);
     size_t limit = MIA_REMOTE_BATCH_BYTES / page->block_size;
-    block->next = (mia_block_t *)MIA_BATCHED_LINK_TAG;
+    block->next = (mia_block_t *)((uintptr_t)block | MIA_BATCHED_LINK_TAG);
     batch->page = page;
     batch->first = batch->last = block;
     batch->limit = limit < MIA_REMOTE_BATCH_BLOCKS ? (uint32_t)limit : MIA_REMOTE_BATCH_BLOCKS;

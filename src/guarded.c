@@ -388,6 +388,7 @@ void *mia_guarded_alloc(mia_theap_t *theap, size_t size, bool zero) {
   mia_unlock(&mia_guard_lock);
   uint8_t *p = slot_user(slot_in(gs, local), size);
   if (zero) memset(p, 0, size);   /* a slot keeps its page across uses */
+  else mia_block_forget_mark(p);  /* its memory may have held pages' blocks before */
   return p;
 }
 

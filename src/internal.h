@@ -330,13 +330,13 @@ void mia_free_remote_list(mia_page_t *page, mia_block_t *first, mia_block_t *las
 void mia_remote_flush(mia_tld_t *tld);
 
 /* A block in a thread's batch of remote frees (MIA_REMOTE_BATCH, free.c)
- * carries the free mark and a link with this bit set: its owner, which
- * cannot see other threads' batches, tells it from live data copied from a
- * free block (whose link is a block address or NULL) by the bit. */
+ * carries the free mark and a link with this bit set, to the next block of
+ * the batch or, for the last one, to itself: a block of the same page.
+ * Its owner, which cannot see other threads' batches, tells it from live
+ * data that holds the mark by that link (mia_block_batched, check.c): live
+ * data's first word is rarely odd and next to never a tagged block address
+ * of the same page. */
 #define MIA_BATCHED_LINK_TAG ((uintptr_t)1)
-static inline bool mia_block_link_tagged_batched(const void *block) {
-  return (((const uintptr_t *)block)[0] & MIA_BATCHED_LINK_TAG) != 0;
-}
 
 /* Release and secure builds mark every freed block's second word with a
  * per-process random value, so a second free of a block still on a free
@@ -381,6 +381,20 @@ static inline void mia_block_set_free_mark(mia_block_t *block) {
   ((uintptr_t *)block)[1] = mia_free_mark;
 #else
   (void)block;
+#endif
+}
+
+/* Memory handed out other than by a pop (a huge span's start, a block
+ * placed for an alignment inside a bigger one, a guarded slot) may hold the free mark of a
+ * block that was there before.  The program would hold a live block that
+ * looks freed, and a realloc copying it would pass the mark on to a block
+ * start: wiped (a store only where it is there, so untouched memory stays
+ * untouched). */
+static inline void mia_block_forget_mark(void *p) {
+#if MIA_FREE_MARK
+  if (mia_block_marked_free(p)) ((uintptr_t *)p)[1] = 0;
+#else
+  (void)p;
 #endif
 }
 

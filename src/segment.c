@@ -471,6 +471,7 @@ mia_page_t *mia_huge_page_alloc(mi_heap_t *heap, size_t size, size_t alignment) 
   page->is_huge = true;
   page->is_zero_init = is_zero;
   page->free_key = MIA_PAGE_IN_FULL;   /* never a thread id: frees take the generic path */
+  if (!is_zero) mia_block_forget_mark(page->start);
   mia_pagemap_set(page->start, count * MIA_SEGMENT_SLICES - 1, page);
   mia_stat_huge((int64_t)seg->size, 1);
   mia_huge_link(seg, heap);

@@ -31,6 +31,9 @@ static void free_in_thread(void *p, int times) {
   if (pthread_create(&t, NULL, remote_free, &r) != 0 || pthread_join(t, NULL) != 0) abort();
 }
 
+/* does p start its page's block (no block placed for an alignment)? */
+static mia_unused bool starts_block(const void *p) { return mia_page_block_start(mia_page_of(p), p) == p; }
+
 /* one more error since `before`, and it was EAGAIN */
 static bool reported(int before) {
   return atomic_load(&errors) == before + 1 && atomic_load(&last_error) == EAGAIN;
@@ -172,6 +175,64 @@ int main(void) {
   mi_free(hb);
   TAP_OK(ha != NULL && hb != NULL && atomic_load(&errors) == before,
          "aligned huge blocks are freed without a report (%d)", atomic_load(&errors) - before);
+
+#if MIA_FREE_MARK
+  /* live data that holds the mark and an odd first word (a tagged value):
+   * no block of another thread's batch, whose link names a block of the
+   * page, so the owner looks on the lists and frees it.  1 is what the last
+   * block of a batch used to hold. */
+  before = atomic_load(&errors);
+  uintptr_t odd_words[] = {0x12345679, 1};
+  for (int i = 0; i < 2; i++) {
+    uintptr_t *w = mi_malloc(48);
+    w[0] = odd_words[i];
+    w[1] = mia_free_mark;
+    mi_free(w);
+  }
+  TAP_OK(atomic_load(&errors) == before, "live blocks holding the mark and an odd first word are freed without "
+         "a report (%d)", atomic_load(&errors) - before);
+  TAP_OK(handed_out_once(48), "and no block of that size is handed out twice afterwards");
+
+  /* memory handed out again where a freed block left its mark: a huge
+   * span's start (dirty: the purge delay keeps it) and a block placed for
+   * an alignment inside a bigger one.  The program must not get memory
+   * that looks freed: realloc would copy the mark to a block start. */
+  long purge_delay = mi_option_get(mi_option_purge_delay);
+  mi_option_set(mi_option_purge_delay, 60000);
+  size_t span = (size_t)2 << 20;
+  uintptr_t *h1 = mi_malloc(span);
+  h1[0] = 0x5555;
+  h1[1] = mia_free_mark;   /* as a block that was there would have left it */
+  mi_free(h1);
+  uintptr_t *h2 = mi_malloc(span);
+  TAP_OK(h2 == h1, "a huge span freed is handed out again at once (%p, %p)", (void *)h1, (void *)h2);
+  TAP_OK(!mia_block_marked_free(h2), "and its start does not carry the mark of what was there before");
+  before = atomic_load(&errors);
+  h2[0] = 0x5555;   /* the program's data, the second word left as it came */
+  void *moved = mi_realloc(h2, 100000);
+  TAP_OK(moved != NULL && !mia_block_marked_free(moved), "realloc of it to a page block gives a block without the mark");
+  mi_free(moved);
+  TAP_OK(atomic_load(&errors) == before, "and that block is freed without a report (%d)", atomic_load(&errors) - before);
+
+  enum { PLACED = 64 };
+  uintptr_t *placed[PLACED], *was[PLACED];
+  for (int i = 0; i < PLACED; i++) was[i] = mi_malloc_aligned_at(200, 64, 16);
+  for (int i = 0; i < PLACED; i++) mi_free(was[i]);
+  /* a former block's mark where each will be placed again (inside a free
+   * block, away from its own link and mark) */
+  for (int i = 0; i < PLACED; i++)
+    if (!starts_block(was[i])) was[i][1] = mia_free_mark;
+  int again = 0, kept_mark = 0;
+  for (int i = 0; i < PLACED; i++) {
+    placed[i] = mi_malloc_aligned_at(200, 64, 16);
+    for (int j = 0; j < PLACED; j++) again += placed[i] == was[j] && !starts_block(was[j]);
+    kept_mark += mia_block_marked_free(placed[i]);
+  }
+  TAP_OK(again > 0 && kept_mark == 0, "aligned blocks placed inside bigger ones again do not carry the mark of what "
+         "was there before (%d placed again, %d marked)", again, kept_mark);
+  for (int i = 0; i < PLACED; i++) mi_free(placed[i]);
+  mi_option_set(mi_option_purge_delay, purge_delay);
+#endif
 
   /* free(NULL) is never an error */
   before = atomic_load(&errors);
