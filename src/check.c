@@ -411,6 +411,14 @@ static mia_unused bool mia_block_is_free(mia_page_t *page, const void *p) {
 
 /* ---- release builds: the free mark (MIA_FREE_MARK in internal.h) ---- */
 
+/* Does the word name a block of the page?  Every link a free block holds
+ * does (release builds keep links plain), or is NULL. */
+static bool mia_names_block(const mia_page_t *page, uintptr_t word) {
+  const uint8_t *link = (const uint8_t *)word;
+  if (link < page->start || link >= page->start + (size_t)page->capacity * page->block_size) return false;
+  return (size_t)(link - page->start) % page->block_size == 0;
+}
+
 /* Is the marked block in another thread's batch of remote frees?  Its
  * link is tagged and names a block of the same page (internal.h).  The tag
  * bit alone is not enough: live data with an odd first word that also
@@ -418,19 +426,26 @@ static mia_unused bool mia_block_is_free(mia_page_t *page, const void *p) {
  * batched block, and its free refused as a double free. */
 static bool mia_block_batched(const mia_page_t *page, const void *block) {
   uintptr_t word = ((const uintptr_t *)block)[0];
-  if (!(word & MIA_BATCHED_LINK_TAG)) return false;
-  const uint8_t *link = (const uint8_t *)(word & ~MIA_BATCHED_LINK_TAG);
-  if (link < page->start || link >= page->start + (size_t)page->capacity * page->block_size) return false;
-  return (size_t)(link - page->start) % page->block_size == 0;
+  return (word & MIA_BATCHED_LINK_TAG) && mia_names_block(page, word & ~MIA_BATCHED_LINK_TAG);
+}
+
+/* Does the marked block hold what a free block holds: a link that is NULL
+ * or names a block of the page, tagged or not? */
+static bool mia_block_link_plausible(const mia_page_t *page, const void *block) {
+  uintptr_t word = ((const uintptr_t *)block)[0] & ~MIA_BATCHED_LINK_TAG;
+  return word == 0 || mia_names_block(page, word);
 }
 
 /* Is a block with the free mark free indeed?  Yes, unless live data
- * matches the 64-bit mark by chance.  The owner looks on the page's lists
- * to be sure, and at the link of a block in another thread's batch (on no
- * list yet, MIA_REMOTE_BATCH); another thread cannot walk lists the owner
- * is changing and takes the mark's word. */
+ * matches the 64-bit mark by chance (or holds a copy of it).  The owner
+ * looks on the page's lists to be sure, and at the link of a block in
+ * another thread's batch (on no list yet, MIA_REMOTE_BATCH).  Another
+ * thread cannot walk lists the owner is changing: it takes the mark's
+ * word where the first word is a plausible link too, so live data needs
+ * both to be refused. */
 static bool mia_marked_block_free(mia_page_t *page, const void *block, bool owner) {
-  return !owner || (MIA_REMOTE_BATCH > 0 && mia_block_batched(page, block)) || mia_block_is_free(page, block);
+  if (!owner) return mia_block_link_plausible(page, block);
+  return (MIA_REMOTE_BATCH > 0 && mia_block_batched(page, block)) || mia_block_is_free(page, block);
 }
 
 /* A block with the free mark freed again: true when it is a double free

@@ -192,6 +192,19 @@ int main(void) {
   TAP_OK(atomic_load(&errors) == before, "live blocks holding the mark and an odd first word are freed without "
          "a report (%d)", atomic_load(&errors) - before);
   TAP_OK(handed_out_once(48), "and no block of that size is handed out twice afterwards");
+  /* another thread cannot look on the lists, but a first word that names
+   * no block of the page is no free block's link */
+  before = atomic_load(&errors);
+  uintptr_t data_words[] = {0x12345679, (uintptr_t)"a string", 0x4000};
+  for (int i = 0; i < 3; i++) {
+    uintptr_t *w = mi_malloc(48);
+    w[0] = data_words[i];
+    w[1] = mia_free_mark;
+    free_in_thread(w, 1);
+  }
+  TAP_OK(atomic_load(&errors) == before, "and so are they, and blocks whose first word is other data, when "
+         "another thread frees them (%d)", atomic_load(&errors) - before);
+  TAP_OK(handed_out_once(48), "and no block of that size is handed out twice afterwards");
 
   /* memory handed out again where a freed block left its mark: a huge
    * span's start (dirty: the purge delay keeps it) and a block placed for
