@@ -385,11 +385,11 @@ static inline void mia_block_set_free_mark(mia_block_t *block) {
 }
 
 /* Memory handed out other than by a pop (a huge span's start, a block
- * placed for an alignment inside a bigger one, a guarded slot) may hold the free mark of a
- * block that was there before.  The program would hold a live block that
- * looks freed, and a realloc copying it would pass the mark on to a block
- * start: wiped (a store only where it is there, so untouched memory stays
- * untouched). */
+ * placed for an alignment inside a bigger one, a guarded slot) may hold
+ * the free mark of a block that was there before.  The program would hold
+ * a live block that looks freed, and a realloc copying it would pass the
+ * mark on to a block start: wiped (a store only where it is there, so
+ * untouched memory stays untouched). */
 static inline void mia_block_forget_mark(void *p) {
 #if MIA_FREE_MARK
   if (mia_block_marked_free(p)) ((uintptr_t *)p)[1] = 0;
