@@ -430,8 +430,9 @@ static bool mia_block_batched(const mia_page_t *page, const void *block) {
 }
 
 /* Does the marked block hold what a free block holds: a link that is NULL
- * or names a block of the page, tagged or not? */
-static bool mia_block_link_plausible(const mia_page_t *page, const void *block) {
+ * or names a block of the page, tagged or not?  (Stricter than
+ * mia_link_plausible, which takes any word of the page.) */
+static bool mia_block_holds_free_link(const mia_page_t *page, const void *block) {
   uintptr_t word = ((const uintptr_t *)block)[0] & ~MIA_BATCHED_LINK_TAG;
   return word == 0 || mia_names_block(page, word);
 }
@@ -444,7 +445,7 @@ static bool mia_block_link_plausible(const mia_page_t *page, const void *block) 
  * word where the first word is a plausible link too, so live data needs
  * both to be refused. */
 static bool mia_marked_block_free(mia_page_t *page, const void *block, bool owner) {
-  if (!owner) return mia_block_link_plausible(page, block);
+  if (!owner) return mia_block_holds_free_link(page, block);
   return (MIA_REMOTE_BATCH > 0 && mia_block_batched(page, block)) || mia_block_is_free(page, block);
 }
 
