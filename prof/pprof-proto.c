@@ -141,181 +141,224 @@ static const char drop_frames_re[] =
     "operator new.*|operator delete.*|mi_.*|mia_.*|prof_.*|"
     "__libc_(malloc|calloc|realloc|free|memalign|valloc|pvalloc))";
 
-bool prof_encode_proto(prof_buf_t *out, const prof_snapshot_t *s) {
-  mi_heap_t *heap = out->heap;
-  strtab_t st = {.heap = heap};
-  prof_buf_t msg;
-  prof_buf_init(&msg, heap);
-  str_index(&st, "");
+/* --- the Profile message, part by part ---------------------------------- */
 
-  /* sample types, in the order pprof expects for heap profiles */
+/* What the parts of one encoding share.  Location ids are handed out while
+ * the samples are written, so the locations can only follow them. */
+typedef struct proto_enc_s {
+  prof_buf_t *out;
+  mi_heap_t *heap;
+  strtab_t st;
+  prof_buf_t msg;   /* scratch: the nested message being built */
+  addr_map_t locs;  /* location id by address */
+  uint64_t *order;  /* address by location id - 1 */
+  prof_buf_t names; /* function names; the string table points into it */
+  bool ok;          /* false once an allocation failed */
+} proto_enc_t;
+
+/* A packed repeated field: the values' varints behind one length. */
+static void pb_packed(proto_enc_t *e, prof_buf_t *b, unsigned field, const uint64_t *v, size_t n) {
+  prof_buf_t packed;
+  prof_buf_init(&packed, e->heap);
+  for (size_t k = 0; k < n; k++) pb_varint(&packed, v[k]);
+  pb_message(b, field, &packed);
+  e->ok = e->ok && !packed.failed;
+  prof_buf_free(&packed);
+}
+
+/* sample types, in the order pprof expects for heap profiles */
+static void put_sample_types(proto_enc_t *e) {
   static const char *const types[4][2] = {
       {"alloc_objects", "count"}, {"alloc_space", "bytes"}, {"inuse_objects", "count"}, {"inuse_space", "bytes"}};
   for (int i = 0; i < 4; i++) {
-    msg.len = 0;
-    pb_uint(&msg, 1, (uint64_t)str_index(&st, types[i][0]));
-    pb_uint(&msg, 2, (uint64_t)str_index(&st, types[i][1]));
-    pb_message(out, 1, &msg);
+    e->msg.len = 0;
+    pb_uint(&e->msg, 1, (uint64_t)str_index(&e->st, types[i][0]));
+    pb_uint(&e->msg, 2, (uint64_t)str_index(&e->st, types[i][1]));
+    pb_message(e->out, 1, &e->msg);
   }
+}
 
-  /* location ids for every distinct address, assigned while writing samples */
+/* The location map, sized for every frame of every sample being distinct
+ * (at most half full). */
+static void locations_init(proto_enc_t *e, const prof_snapshot_t *s) {
   size_t total_frames = 0;
   for (size_t i = 0; i < s->nsamples; i++) total_frames += s->samples[i].depth;
   size_t cap = 64;
   while (cap < 2 * total_frames + 2) cap <<= 1;
-  addr_map_t am = {.mask = cap - 1};
-  am.keys = mi_heap_calloc(heap, cap, sizeof *am.keys);
-  am.ids = mi_heap_calloc(heap, cap, sizeof *am.ids);
-  uint64_t *order = mi_heap_calloc(heap, total_frames + 1, sizeof *order); /* address by id-1 */
-  uint64_t *loc_ids = mi_heap_calloc(heap, PROF_MAX_FRAMES, sizeof *loc_ids);
-  bool ok = am.keys != NULL && am.ids != NULL && order != NULL && loc_ids != NULL;
+  e->locs.mask = cap - 1;
+  e->locs.keys = mi_heap_calloc(e->heap, cap, sizeof *e->locs.keys);
+  e->locs.ids = mi_heap_calloc(e->heap, cap, sizeof *e->locs.ids);
+  e->order = mi_heap_calloc(e->heap, total_frames + 1, sizeof *e->order);
+  e->ok = e->ok && e->locs.keys != NULL && e->locs.ids != NULL && e->order != NULL;
+}
 
-  int64_t thread_key = str_index(&st, "thread_id");
-  for (size_t i = 0; ok && i < s->nsamples; i++) {
-    const prof_sample_t *sm = &s->samples[i];
-    uint64_t v[4] = {fixed_to_count(sm->alloc_count), sm->alloc_bytes, fixed_to_count(sm->inuse_count),
-                     sm->inuse_bytes};
-    if ((v[0] | v[1] | v[2] | v[3]) == 0) continue;
-    unsigned depth = sm->depth < PROF_MAX_FRAMES ? sm->depth : PROF_MAX_FRAMES;
-    for (unsigned k = 0; k < depth; k++) {
-      uint64_t a = sm->frames[k] > 0 ? sm->frames[k] - 1 : 0;
-      if (a == 0) a = 1;
-      bool added;
-      loc_ids[k] = addr_id(&am, a, &added);
-      if (added) order[loc_ids[k] - 1] = a;
-    }
-    msg.len = 0;
-    pb_tag(&msg, 1, WT_LEN); /* location_id, packed */
-    {
-      prof_buf_t packed;
-      prof_buf_init(&packed, heap);
-      for (unsigned k = 0; k < depth; k++) pb_varint(&packed, loc_ids[k]);
-      pb_varint(&msg, packed.len);
-      prof_buf_put(&msg, packed.data, packed.len);
-      ok = ok && !packed.failed;
-      prof_buf_free(&packed);
-    }
-    pb_tag(&msg, 2, WT_LEN); /* value, packed int64 */
-    {
-      prof_buf_t packed;
-      prof_buf_init(&packed, heap);
-      for (int k = 0; k < 4; k++) pb_varint(&packed, v[k]);
-      pb_varint(&msg, packed.len);
-      prof_buf_put(&msg, packed.data, packed.len);
-      ok = ok && !packed.failed;
-      prof_buf_free(&packed);
-    }
-    if (sm->tid != 0) { /* label thread_id = tid */
-      prof_buf_t label;
-      prof_buf_init(&label, heap);
-      pb_uint(&label, 1, (uint64_t)thread_key);
-      pb_uint(&label, 3, (uint64_t)sm->tid);
-      pb_message(&msg, 3, &label);
-      ok = ok && !label.failed;
-      prof_buf_free(&label);
-    }
-    pb_message(out, 2, &msg);
+/* One Sample: its stack as location ids, its four values, and a thread_id
+ * label where the thread is known.  loc_ids: room for PROF_MAX_FRAMES. */
+static void put_sample(proto_enc_t *e, const prof_sample_t *sm, uint64_t *loc_ids, int64_t thread_key) {
+  uint64_t v[4] = {fixed_to_count(sm->alloc_count), sm->alloc_bytes, fixed_to_count(sm->inuse_count),
+                   sm->inuse_bytes};
+  if ((v[0] | v[1] | v[2] | v[3]) == 0) return;
+  unsigned depth = sm->depth < PROF_MAX_FRAMES ? sm->depth : PROF_MAX_FRAMES;
+  for (unsigned k = 0; k < depth; k++) {
+    /* a return address minus 1 lies inside the call; 0 is the empty key */
+    uint64_t a = sm->frames[k] > 0 ? sm->frames[k] - 1 : 0;
+    if (a == 0) a = 1;
+    bool added;
+    loc_ids[k] = addr_id(&e->locs, a, &added);
+    if (added) e->order[loc_ids[k] - 1] = a;
   }
+  e->msg.len = 0;
+  pb_packed(e, &e->msg, 1, loc_ids, depth);  /* location_id */
+  pb_packed(e, &e->msg, 2, v, 4);            /* value (int64) */
+  if (sm->tid != 0) {
+    prof_buf_t label;
+    prof_buf_init(&label, e->heap);
+    pb_uint(&label, 1, (uint64_t)thread_key);
+    pb_uint(&label, 3, (uint64_t)sm->tid);
+    pb_message(&e->msg, 3, &label);
+    e->ok = e->ok && !label.failed;
+    prof_buf_free(&label);
+  }
+  pb_message(e->out, 2, &e->msg);
+}
 
-  /* mappings: ids are index + 1 */
-  const prof_maps_t *maps = s->maps;
-  for (size_t i = 0; ok && maps != NULL && i < maps->count; i++) {
+static void put_samples(proto_enc_t *e, const prof_snapshot_t *s) {
+  uint64_t *loc_ids = mi_heap_calloc(e->heap, PROF_MAX_FRAMES, sizeof *loc_ids);
+  e->ok = e->ok && loc_ids != NULL;
+  int64_t thread_key = str_index(&e->st, "thread_id");
+  for (size_t i = 0; e->ok && i < s->nsamples; i++) put_sample(e, &s->samples[i], loc_ids, thread_key);
+  mi_free(loc_ids);
+}
+
+/* mappings: ids are index + 1 */
+static void put_mappings(proto_enc_t *e, const prof_maps_t *maps) {
+  for (size_t i = 0; e->ok && maps != NULL && i < maps->count; i++) {
     const prof_mapping_t *mp = &maps->map[i];
-    msg.len = 0;
-    pb_uint(&msg, 1, i + 1);
-    pb_uint(&msg, 2, mp->start);
-    pb_uint(&msg, 3, mp->limit);
-    pb_uint(&msg, 4, mp->offset);
-    pb_uint(&msg, 5, (uint64_t)str_index(&st, mp->path));
-    if (mp->build_id[0] != 0) pb_uint(&msg, 6, (uint64_t)str_index(&st, mp->build_id));
-    pb_message(out, 3, &msg);
+    e->msg.len = 0;
+    pb_uint(&e->msg, 1, i + 1);
+    pb_uint(&e->msg, 2, mp->start);
+    pb_uint(&e->msg, 3, mp->limit);
+    pb_uint(&e->msg, 4, mp->offset);
+    pb_uint(&e->msg, 5, (uint64_t)str_index(&e->st, mp->path));
+    if (mp->build_id[0] != 0) pb_uint(&e->msg, 6, (uint64_t)str_index(&e->st, mp->build_id));
+    pb_message(e->out, 3, &e->msg);
   }
+}
 
-  /* function names from the dynamic symbol tables, where an address lies
-   * inside a symbol; without them (out of memory) locations stay bare */
-  prof_buf_t names;
-  prof_buf_init(&names, heap);
-  size_t *name_off = ok ? mi_heap_calloc(heap, am.n + 1, sizeof *name_off) : NULL;
-  if (name_off != NULL && !prof_symbolize(order, am.n, &names, name_off)) {
+/* Function names for the locations, from the dynamic symbol tables, where
+ * an address lies inside a symbol: name_off[id - 1] is the offset of the
+ * location's name in names (0: none).  NULL (out of memory): the locations
+ * stay bare. */
+static size_t *symbolize_locations(proto_enc_t *e) {
+  size_t *name_off = e->ok ? mi_heap_calloc(e->heap, e->locs.n + 1, sizeof *name_off) : NULL;
+  if (name_off != NULL && !prof_symbolize(e->order, e->locs.n, &e->names, name_off)) {
     mi_free(name_off);
     name_off = NULL;
   }
-  /* functions: one per distinct name, keyed by its string index (never 0:
-   * that is "") in a map sized for every location having its own name */
-  size_t fcap = 64;
-  while (fcap < 2 * am.n + 2) fcap <<= 1;
-  addr_map_t fm = {.mask = fcap - 1};
-  uint64_t *fn_str = NULL; /* string index by function id - 1 */
-  if (name_off != NULL) {
-    fm.keys = mi_heap_calloc(heap, fcap, sizeof *fm.keys);
-    fm.ids = mi_heap_calloc(heap, fcap, sizeof *fm.ids);
-    fn_str = mi_heap_calloc(heap, am.n + 1, sizeof *fn_str);
-    ok = ok && fm.keys != NULL && fm.ids != NULL && fn_str != NULL;
+  return name_off;
+}
+
+/* Functions: one per distinct name, keyed by its string index (never 0:
+ * that is "") in a map sized for every location having its own name;
+ * fn_str holds the string index by function id - 1. */
+typedef struct proto_funcs_s {
+  addr_map_t ids;
+  uint64_t *fn_str;
+} proto_funcs_t;
+
+static void funcs_init(proto_enc_t *e, proto_funcs_t *fn) {
+  size_t cap = 64;
+  while (cap < 2 * e->locs.n + 2) cap <<= 1;
+  fn->ids.mask = cap - 1;
+  fn->ids.keys = mi_heap_calloc(e->heap, cap, sizeof *fn->ids.keys);
+  fn->ids.ids = mi_heap_calloc(e->heap, cap, sizeof *fn->ids.ids);
+  fn->fn_str = mi_heap_calloc(e->heap, e->locs.n + 1, sizeof *fn->fn_str);
+  e->ok = e->ok && fn->ids.keys != NULL && fn->ids.ids != NULL && fn->fn_str != NULL;
+}
+
+/* One Location: its mapping, its address and, where it has a name, a Line
+ * naming its function (line number unknown: 0). */
+static void put_location(proto_enc_t *e, uint64_t id, const prof_maps_t *maps, const char *name, proto_funcs_t *fn) {
+  uint64_t a = e->order[id - 1];
+  e->msg.len = 0;
+  pb_uint(&e->msg, 1, id);
+  long mi = maps != NULL ? prof_maps_find(maps, a) : -1;
+  if (mi >= 0) pb_uint(&e->msg, 2, (uint64_t)mi + 1);
+  pb_uint(&e->msg, 3, a);
+  int64_t si = name != NULL ? str_index(&e->st, name) : 0;
+  if (si > 0) {
+    bool added;
+    uint64_t fid = addr_id(&fn->ids, (uint64_t)si, &added);
+    if (added) fn->fn_str[fid - 1] = (uint64_t)si;
+    prof_buf_t line;
+    prof_buf_init(&line, e->heap);
+    pb_uint(&line, 1, fid);
+    pb_message(&e->msg, 4, &line);
+    e->ok = e->ok && !line.failed;
+    prof_buf_free(&line);
   }
+  pb_message(e->out, 4, &e->msg);
+}
 
-  /* locations */
-  for (uint64_t id = 1; ok && id <= am.n; id++) {
-    uint64_t a = order[id - 1];
-    msg.len = 0;
-    pb_uint(&msg, 1, id);
-    long mi = maps != NULL ? prof_maps_find(maps, a) : -1;
-    if (mi >= 0) pb_uint(&msg, 2, (uint64_t)mi + 1);
-    pb_uint(&msg, 3, a);
-    if (name_off != NULL && name_off[id - 1] != 0) {
-      int64_t si = str_index(&st, names.data + name_off[id - 1]);
-      if (si > 0) {
-        bool added;
-        uint64_t fid = addr_id(&fm, (uint64_t)si, &added);
-        if (added) fn_str[fid - 1] = (uint64_t)si;
-        prof_buf_t line; /* Line: function_id; line number unknown (0) */
-        prof_buf_init(&line, heap);
-        pb_uint(&line, 1, fid);
-        pb_message(&msg, 4, &line);
-        ok = ok && !line.failed;
-        prof_buf_free(&line);
-      }
-    }
-    pb_message(out, 4, &msg);
+static void put_locations_and_functions(proto_enc_t *e, const prof_maps_t *maps) {
+  size_t *name_off = symbolize_locations(e);
+  proto_funcs_t fn = {{0}, NULL};
+  if (name_off != NULL) funcs_init(e, &fn);
+  for (uint64_t id = 1; e->ok && id <= e->locs.n; id++) {
+    const char *name = name_off != NULL && name_off[id - 1] != 0 ? e->names.data + name_off[id - 1] : NULL;
+    put_location(e, id, maps, name, &fn);
   }
-
-  /* functions: name and system name (dynamic symbols are not demangled) */
-  for (uint64_t fid = 1; ok && fid <= fm.n; fid++) {
-    msg.len = 0;
-    pb_uint(&msg, 1, fid);
-    pb_uint(&msg, 2, fn_str[fid - 1]);
-    pb_uint(&msg, 3, fn_str[fid - 1]);
-    pb_message(out, 5, &msg);
+  /* name and system name alike: dynamic symbols are not demangled */
+  for (uint64_t fid = 1; e->ok && fid <= fn.ids.n; fid++) {
+    e->msg.len = 0;
+    pb_uint(&e->msg, 1, fid);
+    pb_uint(&e->msg, 2, fn.fn_str[fid - 1]);
+    pb_uint(&e->msg, 3, fn.fn_str[fid - 1]);
+    pb_message(e->out, 5, &e->msg);
   }
-
-  int64_t drop = str_index(&st, drop_frames_re);
-  int64_t period_type = str_index(&st, "space"), period_unit = str_index(&st, "bytes");
-  int64_t comment = str_index(&st, "mialloc-prof " PACKAGE_VERSION);
-
-  /* string table */
-  for (size_t i = 0; i < st.n; i++) pb_bytes(out, 6, st.s[i], strlen(st.s[i]));
-  pb_uint(out, 7, (uint64_t)drop);
-  pb_uint(out, 9, s->time_nanos);
-  pb_uint(out, 10, s->duration_nanos);
-  msg.len = 0;
-  pb_uint(&msg, 1, (uint64_t)period_type);
-  pb_uint(&msg, 2, (uint64_t)period_unit);
-  pb_message(out, 11, &msg);
-  pb_uint(out, 12, s->rate);
-  pb_uint(out, 13, (uint64_t)comment);
-
-  ok = ok && !st.failed && !msg.failed && !out->failed;
-  mi_free(am.keys);
-  mi_free(am.ids);
-  mi_free(order);
-  mi_free(loc_ids);
-  mi_free(st.s);
-  mi_free(st.slot);
   mi_free(name_off);
-  mi_free(fm.keys);
-  mi_free(fm.ids);
-  mi_free(fn_str);
-  prof_buf_free(&names);
-  prof_buf_free(&msg);
+  mi_free(fn.ids.keys);
+  mi_free(fn.ids.ids);
+  mi_free(fn.fn_str);
+}
+
+/* The string table last: every part before added its strings; then the
+ * scalars, whose strings must be in the table too. */
+static void put_strings_and_scalars(proto_enc_t *e, const prof_snapshot_t *s) {
+  int64_t drop = str_index(&e->st, drop_frames_re);
+  int64_t period_type = str_index(&e->st, "space"), period_unit = str_index(&e->st, "bytes");
+  int64_t comment = str_index(&e->st, "mialloc-prof " PACKAGE_VERSION);
+  for (size_t i = 0; i < e->st.n; i++) pb_bytes(e->out, 6, e->st.s[i], strlen(e->st.s[i]));
+  pb_uint(e->out, 7, (uint64_t)drop);
+  pb_uint(e->out, 9, s->time_nanos);
+  pb_uint(e->out, 10, s->duration_nanos);
+  e->msg.len = 0;
+  pb_uint(&e->msg, 1, (uint64_t)period_type);
+  pb_uint(&e->msg, 2, (uint64_t)period_unit);
+  pb_message(e->out, 11, &e->msg);
+  pb_uint(e->out, 12, s->rate);
+  pb_uint(e->out, 13, (uint64_t)comment);
+}
+
+bool prof_encode_proto(prof_buf_t *out, const prof_snapshot_t *s) {
+  proto_enc_t e = {.out = out, .heap = out->heap, .st = {.heap = out->heap}, .ok = true};
+  prof_buf_init(&e.msg, e.heap);
+  prof_buf_init(&e.names, e.heap);
+  str_index(&e.st, "");   /* string 0 is "" */
+  put_sample_types(&e);
+  locations_init(&e, s);
+  put_samples(&e, s);
+  put_mappings(&e, s->maps);
+  put_locations_and_functions(&e, s->maps);
+  put_strings_and_scalars(&e, s);
+  bool ok = e.ok && !e.st.failed && !e.msg.failed && !out->failed;
+  mi_free(e.locs.keys);
+  mi_free(e.locs.ids);
+  mi_free(e.order);
+  mi_free(e.st.s);
+  mi_free(e.st.slot);
+  prof_buf_free(&e.names);
+  prof_buf_free(&e.msg);
   return ok;
 }
 
