@@ -107,6 +107,89 @@ static uint64_t parse_hex(const char **pp) {
   return v;
 }
 
+/* One line of /proc/self/maps: start-end perms offset dev inode path */
+typedef struct maps_line_s {
+  uint64_t start, end, offset;
+  bool exec;
+  const char *path;   /* not terminated: plen bytes */
+  size_t plen;
+} maps_line_t;
+
+static void parse_maps_line(const char *p, const char *eol, maps_line_t *l) {
+  const char *q = p;
+  l->start = parse_hex(&q);
+  if (*q == '-') q++;
+  l->end = parse_hex(&q);
+  while (*q == ' ') q++;
+  char perms[5] = {0};
+  for (int k = 0; k < 4 && q < eol; k++) perms[k] = *q++;
+  l->exec = perms[2] == 'x';
+  while (*q == ' ') q++;
+  l->offset = parse_hex(&q);
+  for (int field = 0; field < 2; field++) { /* dev, inode */
+    while (*q == ' ') q++;
+    while (q < eol && *q != ' ') q++;
+  }
+  while (*q == ' ') q++;
+  l->path = q;
+  l->plen = (size_t)(eol - q);
+}
+
+/* The table being filled.  Paths and build ids are copied into m->strings
+ * and known by offset until the end: the buffer may move as it grows. */
+typedef struct maps_build_s {
+  prof_maps_t *m;
+  size_t *path_off, *bid_off;   /* by mapping; 0: "" */
+  const char *exe;              /* the main program's path; "": unknown */
+  long main_index;              /* its mapping; -1: not seen */
+} maps_build_t;
+
+/* The build id of the file at pathz, mapping i: the one read for an earlier
+ * mapping of the same file, else read from the file now. */
+static size_t mapping_build_id(maps_build_t *b, size_t i, const char *pathz) {
+  prof_maps_t *m = b->m;
+  for (size_t j = 0; j < i; j++)
+    if (strcmp(m->strings.data + b->path_off[j], pathz) == 0) return b->bid_off[j];
+  char bid[160];
+  if (!prof_elf_build_id(pathz, bid, sizeof bid)) return 0;
+  size_t off = m->strings.len;
+  prof_buf_puts(&m->strings, bid);
+  prof_buf_putc(&m->strings, 0);
+  return off;
+}
+
+/* Executable mappings of files (and the vDSO) are the ones a stack's
+ * addresses can fall in: the others are skipped. */
+static void add_mapping(maps_build_t *b, const maps_line_t *l) {
+  bool file = l->plen > 0 && l->path[0] == '/';
+  if (!l->exec || !(file || (l->plen == 6 && memcmp(l->path, "[vdso]", 6) == 0))) return;
+  prof_maps_t *m = b->m;
+  size_t i = m->count++;
+  m->map[i].start = l->start;
+  m->map[i].limit = l->end;
+  m->map[i].offset = l->offset;
+  b->path_off[i] = m->strings.len;
+  prof_buf_put(&m->strings, l->path, l->plen);
+  prof_buf_putc(&m->strings, 0);
+  b->bid_off[i] = 0;
+  if (!file) return;
+  char pathz[PATH_MAX];
+  size_t n = l->plen < sizeof pathz - 1 ? l->plen : sizeof pathz - 1;
+  memcpy(pathz, l->path, n);
+  pathz[n] = 0;
+  b->bid_off[i] = mapping_build_id(b, i, pathz);
+  if (b->main_index < 0 && b->exe[0] != 0 && strcmp(pathz, b->exe) == 0) b->main_index = (long)i;
+}
+
+/* mapping[0] must be the main program: rotate it to the front, keeping
+ * the rest in address order */
+static void move_main_first(prof_maps_t *m, long main_index) {
+  if (main_index <= 0) return;
+  prof_mapping_t main_map = m->map[main_index];
+  memmove(&m->map[1], &m->map[0], (size_t)main_index * sizeof m->map[0]);
+  m->map[0] = main_map;
+}
+
 bool prof_maps_read(prof_maps_t *m, mi_heap_t *heap) {
   memset(m, 0, sizeof *m);
   m->heap = heap;
@@ -122,85 +205,27 @@ bool prof_maps_read(prof_maps_t *m, mi_heap_t *heap) {
   for (size_t i = 0; i < m->text.len; i++) lines += m->text.data[i] == '\n';
   m->map = mi_heap_calloc(heap, lines + 1, sizeof *m->map);
   if (m->map == NULL) return false;
-
-  /* paths are copied into strings (offsets first: the buffer may move) */
-  size_t *path_off = mi_heap_calloc(heap, lines + 1, sizeof *path_off);
-  size_t *bid_off = mi_heap_calloc(heap, lines + 1, sizeof *bid_off);
-  if (path_off == NULL || bid_off == NULL) {
-    mi_free(path_off);
-    mi_free(bid_off);
-    return false;
-  }
-  prof_buf_putc(&m->strings, 0); /* offset 0: "" */
-  long main_index = -1;
-  const char *p = m->text.data;
-  while (*p) {
+  maps_build_t b = {.m = m, .exe = exe, .main_index = -1};
+  b.path_off = mi_heap_calloc(heap, lines + 1, sizeof *b.path_off);
+  b.bid_off = mi_heap_calloc(heap, lines + 1, sizeof *b.bid_off);
+  bool ok = b.path_off != NULL && b.bid_off != NULL;
+  if (ok) prof_buf_putc(&m->strings, 0); /* offset 0: "" */
+  for (const char *p = m->text.data; ok && *p;) {
     const char *eol = strchr(p, '\n');
     if (eol == NULL) eol = p + strlen(p);
-    /* start-end perms offset dev inode path */
-    const char *q = p;
-    uint64_t start = parse_hex(&q);
-    if (*q == '-') q++;
-    uint64_t end = parse_hex(&q);
-    while (*q == ' ') q++;
-    char perms[5] = {0};
-    for (int k = 0; k < 4 && q < eol; k++) perms[k] = *q++;
-    while (*q == ' ') q++;
-    uint64_t off = parse_hex(&q);
-    for (int field = 0; field < 2; field++) { /* dev, inode */
-      while (*q == ' ') q++;
-      while (q < eol && *q != ' ') q++;
-    }
-    while (*q == ' ') q++;
-    const char *path = q;
-    size_t plen = (size_t)(eol - q);
-    bool exec = perms[2] == 'x';
-    if (exec && plen > 0 && (path[0] == '/' || (plen == 6 && memcmp(path, "[vdso]", 6) == 0))) {
-      prof_mapping_t *mp = &m->map[m->count];
-      mp->start = start;
-      mp->limit = end;
-      mp->offset = off;
-      path_off[m->count] = m->strings.len;
-      prof_buf_put(&m->strings, path, plen);
-      prof_buf_putc(&m->strings, 0);
-      bid_off[m->count] = 0;
-      if (path[0] == '/') {
-        char pathz[PATH_MAX], bid[160];
-        size_t n = plen < sizeof pathz - 1 ? plen : sizeof pathz - 1;
-        memcpy(pathz, path, n);
-        pathz[n] = 0;
-        /* the same file mapped twice: reuse the id read before */
-        for (size_t j = 0; j < m->count; j++)
-          if (strcmp(m->strings.data + path_off[j], pathz) == 0) {
-            bid_off[m->count] = bid_off[j];
-            goto have_id;
-          }
-        if (prof_elf_build_id(pathz, bid, sizeof bid)) {
-          bid_off[m->count] = m->strings.len;
-          prof_buf_puts(&m->strings, bid);
-          prof_buf_putc(&m->strings, 0);
-        }
-      have_id:
-        if (main_index < 0 && exe[0] != 0 && strcmp(pathz, exe) == 0) main_index = (long)m->count;
-      }
-      m->count++;
-    }
+    maps_line_t line;
+    parse_maps_line(p, eol, &line);
+    add_mapping(&b, &line);
     p = *eol ? eol + 1 : eol;
   }
-  bool ok = !m->strings.failed;
+  ok = ok && !m->strings.failed;
   for (size_t i = 0; i < m->count && ok; i++) {
-    m->map[i].path = m->strings.data + path_off[i];
-    m->map[i].build_id = m->strings.data + bid_off[i];
+    m->map[i].path = m->strings.data + b.path_off[i];
+    m->map[i].build_id = m->strings.data + b.bid_off[i];
   }
-  mi_free(path_off);
-  mi_free(bid_off);
-  /* mapping[0] must be the main program: rotate it to the front, keeping
-   * the rest in address order */
-  if (ok && main_index > 0) {
-    prof_mapping_t main_map = m->map[main_index];
-    memmove(&m->map[1], &m->map[0], (size_t)main_index * sizeof m->map[0]);
-    m->map[0] = main_map;
-  }
+  mi_free(b.path_off);
+  mi_free(b.bid_off);
+  if (ok) move_main_first(m, b.main_index);
   return ok;
 }
 
