@@ -145,83 +145,116 @@ static unsigned name_rank(const char *name, unsigned char bind) {
   return (u > 15 ? 15 : u) * 2 + (bind == STB_GLOBAL ? 0 : 1);
 }
 
-static int object_cb(struct dl_phdr_info *info, size_t size, void *arg) {
-  (void)size;
-  sym_ctx_t *c = arg;
+/* The object's dynamic symbol table, checked to lie inside the object. */
+typedef struct dynsyms_s {
+  uint64_t symtab, strtab;   /* run-time addresses */
+  uint64_t strsz, syment;
+  size_t nsyms;
+} dynsyms_t;
+
+/* The object's executable extent [*lo, *hi) and its PT_DYNAMIC header
+ * (NULL: none). */
+static const ElfW(Phdr) *exec_extent(const struct dl_phdr_info *info, uint64_t *lo, uint64_t *hi) {
   const ElfW(Phdr) *dyn_ph = NULL;
-  uint64_t lo = UINT64_MAX, hi = 0;
+  *lo = UINT64_MAX;
+  *hi = 0;
   for (unsigned i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     if (ph->p_type == PT_DYNAMIC) dyn_ph = ph;
     if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
       uint64_t s = info->dlpi_addr + ph->p_vaddr;
-      if (s < lo) lo = s;
-      if (s + ph->p_memsz > hi) hi = s + ph->p_memsz;
+      if (s < *lo) *lo = s;
+      if (s + ph->p_memsz > *hi) *hi = s + ph->p_memsz;
     }
   }
-  if (dyn_ph == NULL || lo >= hi) return 0;
-  size_t first = lower_bound(c, lo);
-  if (first == c->n || c->addrs[c->sorted[first]] >= hi) return 0; /* no address of ours here */
+  return dyn_ph;
+}
 
+/* Finds the symbol and string tables from the dynamic section; their
+ * count comes from a hash table (GNU's, else SysV's nchain).  false: no
+ * usable table. */
+static bool find_dynsyms(const struct dl_phdr_info *info, const ElfW(Phdr) *dyn_ph, dynsyms_t *t) {
   uint64_t dyn_at = info->dlpi_addr + dyn_ph->p_vaddr;
-  if (!in_object(info, dyn_at, dyn_ph->p_memsz)) return 0;
+  if (!in_object(info, dyn_at, dyn_ph->p_memsz)) return false;
   const ElfW(Dyn) *dyn = (const ElfW(Dyn) *)(uintptr_t)dyn_at;
   size_t ndyn = dyn_ph->p_memsz / sizeof *dyn;
-  uint64_t symtab = 0, strtab = 0, gnu_hash = 0, sysv_hash = 0, strsz = 0, syment = sizeof(ElfW(Sym));
+  uint64_t gnu_hash = 0, sysv_hash = 0;
+  *t = (dynsyms_t){.syment = sizeof(ElfW(Sym))};
   for (size_t i = 0; i < ndyn && dyn[i].d_tag != DT_NULL; i++) {
     switch (dyn[i].d_tag) {
-    case DT_SYMTAB: symtab = dyn_ptr(info, dyn[i].d_un.d_ptr); break;
-    case DT_STRTAB: strtab = dyn_ptr(info, dyn[i].d_un.d_ptr); break;
+    case DT_SYMTAB: t->symtab = dyn_ptr(info, dyn[i].d_un.d_ptr); break;
+    case DT_STRTAB: t->strtab = dyn_ptr(info, dyn[i].d_un.d_ptr); break;
     case DT_GNU_HASH: gnu_hash = dyn_ptr(info, dyn[i].d_un.d_ptr); break;
     case DT_HASH: sysv_hash = dyn_ptr(info, dyn[i].d_un.d_ptr); break;
-    case DT_STRSZ: strsz = dyn[i].d_un.d_val; break;
-    case DT_SYMENT: syment = dyn[i].d_un.d_val; break;
+    case DT_STRSZ: t->strsz = dyn[i].d_un.d_val; break;
+    case DT_SYMENT: t->syment = dyn[i].d_un.d_val; break;
     default: break;
     }
   }
-  if (symtab == 0 || strtab == 0 || strsz == 0 || syment < sizeof(ElfW(Sym))) return 0;
-  if (!in_object(info, strtab, strsz)) return 0;
-  size_t nsyms = 0;
-  if (gnu_hash != 0) nsyms = gnu_hash_count(info, gnu_hash);
-  if (nsyms == 0 && sysv_hash != 0 && in_object(info, sysv_hash, 8))
-    nsyms = ((const uint32_t *)(uintptr_t)sysv_hash)[1]; /* nchain */
-  if (nsyms == 0 || nsyms > SIZE_MAX / syment || !in_object(info, symtab, (uint64_t)nsyms * syment)) return 0;
+  if (t->symtab == 0 || t->strtab == 0 || t->strsz == 0 || t->syment < sizeof(ElfW(Sym))) return false;
+  if (!in_object(info, t->strtab, t->strsz)) return false;
+  if (gnu_hash != 0) t->nsyms = gnu_hash_count(info, gnu_hash);
+  if (t->nsyms == 0 && sysv_hash != 0 && in_object(info, sysv_hash, 8))
+    t->nsyms = ((const uint32_t *)(uintptr_t)sysv_hash)[1]; /* nchain */
+  return t->nsyms != 0 && t->nsyms <= SIZE_MAX / t->syment &&
+         in_object(info, t->symtab, (uint64_t)t->nsyms * t->syment);
+}
 
-  const char *strs = (const char *)(uintptr_t)strtab;
-  for (size_t i = 1; i < nsyms; i++) {
-    const ElfW(Sym) *sym = (const ElfW(Sym) *)(uintptr_t)(symtab + i * syment);
+/* Gives the function [start, start + size), named name (len bytes), to the
+ * addresses from sorted position k on that lie inside it, where it beats
+ * the name they have: the smallest symbol wins, then the better rank, then
+ * the first name in byte order.  false: out of memory. */
+static bool name_addresses(sym_ctx_t *c, size_t k, uint64_t start, uint64_t size, const char *name, size_t len,
+                           unsigned rank) {
+  size_t off = 0; /* where this name was copied, once needed */
+  for (; k < c->n && c->addrs[c->sorted[k]] < start + size; k++) {
+    size_t a = c->sorted[k];
+    if (c->name_off[a] != 0) {
+      if (size > c->best_size[a]) continue;
+      if (size == c->best_size[a]) {
+        if (rank > c->best_rank[a]) continue;
+        if (rank == c->best_rank[a] && strcmp(name, c->names->data + c->name_off[a]) >= 0) continue;
+      }
+    }
+    if (off == 0) {
+      off = c->names->len;
+      prof_buf_put(c->names, name, len);
+      prof_buf_putc(c->names, 0);
+      if (c->names->failed) return false;
+    }
+    c->name_off[a] = off;
+    c->best_size[a] = size;
+    c->best_rank[a] = rank;
+  }
+  return true;
+}
+
+static int object_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  sym_ctx_t *c = arg;
+  uint64_t lo, hi;
+  const ElfW(Phdr) *dyn_ph = exec_extent(info, &lo, &hi);
+  if (dyn_ph == NULL || lo >= hi) return 0;
+  size_t first = lower_bound(c, lo);
+  if (first == c->n || c->addrs[c->sorted[first]] >= hi) return 0; /* no address of ours here */
+  dynsyms_t t;
+  if (!find_dynsyms(info, dyn_ph, &t)) return 0;
+
+  const char *strs = (const char *)(uintptr_t)t.strtab;
+  for (size_t i = 1; i < t.nsyms; i++) {
+    const ElfW(Sym) *sym = (const ElfW(Sym) *)(uintptr_t)(t.symtab + i * t.syment);
     unsigned char type = ELF64_ST_TYPE(sym->st_info), bind = ELF64_ST_BIND(sym->st_info);
     if (type != STT_FUNC && type != STT_GNU_IFUNC) continue;
     if (sym->st_shndx == SHN_UNDEF || sym->st_shndx == SHN_ABS || sym->st_size == 0) continue;
-    if (sym->st_name == 0 || sym->st_name >= strsz) continue;
+    if (sym->st_name == 0 || sym->st_name >= t.strsz) continue;
     uint64_t start = info->dlpi_addr + sym->st_value, end = start + sym->st_size;
     if (end <= start || end <= lo || start >= hi) continue;
     size_t k = lower_bound(c, start);
     if (k == c->n || c->addrs[c->sorted[k]] >= end) continue;
     const char *name = strs + sym->st_name;
-    size_t len = strnlen(name, strsz - sym->st_name);
-    if (len == 0 || len == strsz - sym->st_name) continue; /* empty or unterminated */
-    unsigned rank = name_rank(name, bind);
-    size_t off = 0; /* where this name was copied, once needed */
-    for (; k < c->n && c->addrs[c->sorted[k]] < end; k++) {
-      size_t a = c->sorted[k];
-      if (c->name_off[a] != 0) {
-        if (sym->st_size > c->best_size[a]) continue;
-        if (sym->st_size == c->best_size[a]) {
-          if (rank > c->best_rank[a]) continue;
-          if (rank == c->best_rank[a] && strcmp(name, c->names->data + c->name_off[a]) >= 0) continue;
-        }
-      }
-      if (off == 0) {
-        off = c->names->len;
-        prof_buf_put(c->names, name, len);
-        prof_buf_putc(c->names, 0);
-        if (c->names->failed) return 1; /* out of memory: stop */
-      }
-      c->name_off[a] = off;
-      c->best_size[a] = sym->st_size;
-      c->best_rank[a] = rank;
-    }
+    size_t len = strnlen(name, t.strsz - sym->st_name);
+    if (len == 0 || len == t.strsz - sym->st_name) continue; /* empty or unterminated */
+    if (!name_addresses(c, k, start, sym->st_size, name, len, name_rank(name, bind))) return 1; /* out of memory: stop */
   }
   return 0;
 }
