@@ -243,71 +243,112 @@ static bool advance(cfa_run_t *r, uint64_t delta) {
   return r->loc <= r->target;
 }
 
-/* One instruction; false to stop (past the target, or an error in c). */
-static bool cfa_step(cfa_run_t *r, cursor_t *c) {
-  uint8_t op = (uint8_t)get_fixed(c, 1);
-  int64_t da = r->cie->data_align;
-  uint64_t reg;
-  switch (op >> 6) {
-  case 1: return advance(r, op & 0x3f);
-  case 2: set_reg(&r->row, op & 0x3f, REG_OFFSET, (int64_t)get_uleb(c) * da); return !c->bad;
-  case 3: restore_reg(r, op & 0x3f); return true;
-  default: break;
-  }
+/* The call frame instructions (DWARF 4, section 7.23; the last two are GNU
+ * extensions).  The first three carry an operand in their low six bits. */
+enum {
+  CFA_advance_loc = 0x40, CFA_offset = 0x80, CFA_restore = 0xc0,
+  CFA_nop = 0x00, CFA_set_loc = 0x01, CFA_advance_loc1 = 0x02, CFA_advance_loc2 = 0x03,
+  CFA_advance_loc4 = 0x04, CFA_offset_extended = 0x05, CFA_restore_extended = 0x06,
+  CFA_undefined = 0x07, CFA_same_value = 0x08, CFA_register = 0x09,
+  CFA_remember_state = 0x0a, CFA_restore_state = 0x0b, CFA_def_cfa = 0x0c,
+  CFA_def_cfa_register = 0x0d, CFA_def_cfa_offset = 0x0e, CFA_def_cfa_expression = 0x0f,
+  CFA_expression = 0x10, CFA_offset_extended_sf = 0x11, CFA_def_cfa_sf = 0x12,
+  CFA_def_cfa_offset_sf = 0x13, CFA_val_offset = 0x14, CFA_val_offset_sf = 0x15,
+  CFA_val_expression = 0x16, CFA_GNU_args_size = 0x2e, CFA_GNU_negative_offset_extended = 0x2f,
+};
+
+/* Skip a DWARF expression block (its length, then its bytes): this walk
+ * never evaluates one, it only notes that a rule needs one. */
+static bool skip_block(cursor_t *c) {
+  uint64_t n = get_uleb(c);
+  if (n > (uint64_t)(c->end - c->p)) return c->bad = true, false;
+  c->p += n;
+  return true;
+}
+
+/* An instruction that moves the location; false once past the target. */
+static bool location_op(cfa_run_t *r, cursor_t *c, uint8_t op) {
   switch (op) {
-  case 0x00: return true; /* nop */
-  case 0x01: { /* set_loc */
+  case CFA_set_loc: {
     uintptr_t loc = get_encoded(c, r->cie->fde_enc, 0);
     if (c->bad) return false;
     r->loc = loc;
     return loc <= r->target;
   }
-  case 0x02: return advance(r, get_fixed(c, 1));
-  case 0x03: return advance(r, get_fixed(c, 2));
-  case 0x04: return advance(r, get_fixed(c, 4));
-  case 0x05: reg = get_uleb(c); set_reg(&r->row, reg, REG_OFFSET, (int64_t)get_uleb(c) * da); break;
-  case 0x06: restore_reg(r, get_uleb(c)); break;
-  case 0x07: set_reg(&r->row, get_uleb(c), REG_UNDEF, 0); break;
-  case 0x08: set_reg(&r->row, get_uleb(c), REG_SAME, 0); break;
-  case 0x09: reg = get_uleb(c); (void)get_uleb(c); set_reg(&r->row, reg, REG_OTHER, 0); break;
-  case 0x0a:
-    if (r->depth == CFA_STATE_DEPTH) return c->bad = true, false;
-    r->saved[r->depth++] = r->row;
+  case CFA_advance_loc1: return advance(r, get_fixed(c, 1));
+  case CFA_advance_loc2: return advance(r, get_fixed(c, 2));
+  default: return advance(r, get_fixed(c, 4));
+  }
+}
+
+/* An instruction that defines the CFA, or saves or restores the row. */
+static void cfa_rule_op(cfa_run_t *r, cursor_t *c, uint8_t op) {
+  int64_t da = r->cie->data_align;
+  row_t *row = &r->row;
+  switch (op) {
+  case CFA_def_cfa: row->cfa_reg = (uint8_t)get_uleb(c); row->cfa_off = (int64_t)get_uleb(c);
+    row->cfa_expr = false; break;
+  case CFA_def_cfa_sf: row->cfa_reg = (uint8_t)get_uleb(c); row->cfa_off = get_sleb(c) * da;
+    row->cfa_expr = false; break;
+  case CFA_def_cfa_register: row->cfa_reg = (uint8_t)get_uleb(c); row->cfa_expr = false; break;
+  case CFA_def_cfa_offset: row->cfa_off = (int64_t)get_uleb(c); break;
+  case CFA_def_cfa_offset_sf: row->cfa_off = get_sleb(c) * da; break;
+  case CFA_def_cfa_expression: if (skip_block(c)) row->cfa_expr = true; break;
+  case CFA_remember_state:
+    if (r->depth == CFA_STATE_DEPTH) c->bad = true;
+    else r->saved[r->depth++] = *row;
     break;
-  case 0x0b: {
-    if (r->depth == 0) return c->bad = true, false;
+  default: /* CFA_restore_state */
     /* the CFA rule comes back with the registers, as in libgcc's unwinder */
-    r->row = r->saved[--r->depth];
+    if (r->depth == 0) c->bad = true;
+    else *row = r->saved[--r->depth];
     break;
   }
-  case 0x0c: r->row.cfa_reg = (uint8_t)get_uleb(c); r->row.cfa_off = (int64_t)get_uleb(c);
-    r->row.cfa_expr = false; break;
-  case 0x0d: r->row.cfa_reg = (uint8_t)get_uleb(c); r->row.cfa_expr = false; break;
-  case 0x0e: r->row.cfa_off = (int64_t)get_uleb(c); break;
-  case 0x0f: { /* def_cfa_expression */
-    uint64_t n = get_uleb(c);
-    r->row.cfa_expr = true;
-    if (n > (uint64_t)(c->end - c->p)) return c->bad = true, false;
-    c->p += n;
-    break;
+}
+
+/* An instruction that sets one register's rule; false if it is not one. */
+static bool reg_rule_op(cfa_run_t *r, cursor_t *c, uint8_t op) {
+  int64_t da = r->cie->data_align;
+  row_t *row = &r->row;
+  uint64_t reg = get_uleb(c);
+  switch (op) {
+  case CFA_offset_extended: set_reg(row, reg, REG_OFFSET, (int64_t)get_uleb(c) * da); break;
+  case CFA_offset_extended_sf: set_reg(row, reg, REG_OFFSET, get_sleb(c) * da); break;
+  case CFA_GNU_negative_offset_extended: set_reg(row, reg, REG_OFFSET, -(int64_t)get_uleb(c) * da); break;
+  case CFA_restore_extended: restore_reg(r, reg); break;
+  case CFA_undefined: set_reg(row, reg, REG_UNDEF, 0); break;
+  case CFA_same_value: set_reg(row, reg, REG_SAME, 0); break;
+  /* rules this walk does not follow: the register is somewhere else */
+  case CFA_register: case CFA_val_offset: (void)get_uleb(c); set_reg(row, reg, REG_OTHER, 0); break;
+  case CFA_val_offset_sf: (void)get_sleb(c); set_reg(row, reg, REG_OTHER, 0); break;
+  case CFA_expression: case CFA_val_expression: if (skip_block(c)) set_reg(row, reg, REG_OTHER, 0); break;
+  default: return false;
   }
-  case 0x10: case 0x16: { /* expression, val_expression */
-    reg = get_uleb(c);
-    uint64_t n = get_uleb(c);
-    if (n > (uint64_t)(c->end - c->p)) return c->bad = true, false;
-    c->p += n;
-    set_reg(&r->row, reg, REG_OTHER, 0);
-    break;
+  return true;
+}
+
+/* One instruction; false to stop (past the target, or an error in c). */
+static bool cfa_step(cfa_run_t *r, cursor_t *c) {
+  uint8_t op = (uint8_t)get_fixed(c, 1);
+  int64_t da = r->cie->data_align;
+  switch (op & 0xc0) {
+  case CFA_advance_loc: return advance(r, op & 0x3f);
+  case CFA_offset: set_reg(&r->row, op & 0x3f, REG_OFFSET, (int64_t)get_uleb(c) * da); return !c->bad;
+  case CFA_restore: restore_reg(r, op & 0x3f); return true;
+  default: break;
   }
-  case 0x11: reg = get_uleb(c); set_reg(&r->row, reg, REG_OFFSET, get_sleb(c) * da); break;
-  case 0x12: r->row.cfa_reg = (uint8_t)get_uleb(c); r->row.cfa_off = get_sleb(c) * da;
-    r->row.cfa_expr = false; break;
-  case 0x13: r->row.cfa_off = get_sleb(c) * da; break;
-  case 0x14: reg = get_uleb(c); (void)get_uleb(c); set_reg(&r->row, reg, REG_OTHER, 0); break;
-  case 0x15: reg = get_uleb(c); (void)get_sleb(c); set_reg(&r->row, reg, REG_OTHER, 0); break;
-  case 0x2e: (void)get_uleb(c); break; /* GNU_args_size */
-  case 0x2f: reg = get_uleb(c); set_reg(&r->row, reg, REG_OFFSET, -(int64_t)get_uleb(c) * da); break;
-  default: c->bad = true; return false;
+  switch (op) {
+  case CFA_nop: return true;
+  case CFA_set_loc: case CFA_advance_loc1: case CFA_advance_loc2: case CFA_advance_loc4:
+    return location_op(r, c, op);
+  case CFA_def_cfa: case CFA_def_cfa_sf: case CFA_def_cfa_register: case CFA_def_cfa_offset:
+  case CFA_def_cfa_offset_sf: case CFA_def_cfa_expression: case CFA_remember_state: case CFA_restore_state:
+    cfa_rule_op(r, c, op);
+    break;
+  case CFA_GNU_args_size: (void)get_uleb(c); break;
+  default:
+    if (!reg_rule_op(r, c, op)) c->bad = true;
+    break;
   }
   return !c->bad;
 }
