@@ -297,7 +297,9 @@ static void *mia_guard_page_due(mia_theap_t *theap, mia_page_t *page, size_t siz
   return p;
 }
 
-void *mia_prof_page_due(mia_theap_t *theap, mia_page_t *page, size_t size, bool zero) {
+/* Put the page's held-back blocks back on its free list; their count
+ * (UINT32_MAX: unknown). */
+static size_t mia_page_rejoin_rest(mia_page_t *page) {
   size_t rest_len = page->sample_rest_len;
   page->free = page->sample_rest;
   page->sample_rest = NULL;
@@ -305,36 +307,47 @@ void *mia_prof_page_due(mia_theap_t *theap, mia_page_t *page, size_t size, bool 
   /* held-back blocks were never handed out: as zero as when they were
    * cut off (calloc skips the memset on fresh pages) */
   page->free_is_zero = page->sample_rest_is_zero;
+  return rest_len;
+}
+
+/* An allocation made while taking a sample: borrow one held-back block
+ * and leave this page's own sample pending. */
+static void *mia_page_borrow_in_sample(mia_page_t *page, bool zero, size_t rest_len, bool guard_only) {
+  void *block = mia_page_pop(page, zero);
+  page->sample_rest = page->free;
+  page->sample_rest_len = rest_len != UINT32_MAX ? (uint32_t)rest_len - 1 : UINT32_MAX;
+  page->sample_rest_is_zero = page->free_is_zero;
+  if (guard_only && page->guard_left > 0) page->guard_left--;   /* one handed out */
+  page->free = NULL;
+  return block;
+}
+
+/* The guarded sample due at this allocation, or NULL where the size is
+ * not eligible or no slot is free (the caller then hands out a block). */
+static void *mia_page_guarded_sample(mia_theap_t *theap, mia_page_t *page, size_t size, bool zero, size_t rest_len) {
+  page->guard_left = -1;
+  if (!mia_guarded_size_eligible(size)) return NULL;
+  void *p = mia_guarded_alloc(theap, size, zero);
+  if (p != NULL) mia_prof_account(page, rest_len != UINT32_MAX ? rest_len : MIA_LEN_UNKNOWN);   /* list intact */
+  return p;
+}
+
+void *mia_prof_page_due(mia_theap_t *theap, mia_page_t *page, size_t size, bool zero) {
+  size_t rest_len = mia_page_rejoin_rest(page);
   if (!mia_streams_counting(theap, page)) {
     page->sample_left = -1;   /* sampling stopped: the page is plain again */
     page->guard_left = -1;
     return mia_page_pop(page, zero);
   }
   bool guard_only = !mia_prof_counting(theap) && rest_len != UINT32_MAX;
-  if (theap->in_sample) {
-    /* an allocation made while taking a sample: borrow one held-back
-     * block and leave this page's own sample pending */
-    void *block = mia_page_pop(page, zero);
-    page->sample_rest = page->free;
-    page->sample_rest_len = rest_len != UINT32_MAX ? (uint32_t)rest_len - 1 : UINT32_MAX;
-    page->sample_rest_is_zero = page->free_is_zero;
-    if (guard_only && page->guard_left > 0) page->guard_left--;   /* one handed out */
-    page->free = NULL;
-    return block;
-  }
+  if (theap->in_sample) return mia_page_borrow_in_sample(page, zero, rest_len, guard_only);
   if (guard_only) return mia_guard_page_due(theap, page, size, zero, rest_len);
   /* a profiler sample due at the same block goes first: a guarded block
    * has no room for the sample's header, and the profile must see it */
   bool prof_due = mia_prof_active(theap) && page->sample_left >= 0 && page->sample_left < (int64_t)page->block_size;
   if (page->guard_left == 0 && !prof_due && mia_guard_counting_page(theap, page)) {
-    page->guard_left = -1;
-    if (mia_guarded_size_eligible(size)) {
-      void *p = mia_guarded_alloc(theap, size, zero);
-      if (p != NULL) {
-        mia_prof_account(page, rest_len != UINT32_MAX ? rest_len : MIA_LEN_UNKNOWN);   /* list intact */
-        return p;
-      }
-    }
+    void *p = mia_page_guarded_sample(theap, page, size, zero, rest_len);
+    if (p != NULL) return p;
   }
   if (prof_due) {
     int64_t next;
