@@ -179,8 +179,12 @@ mia_export void mi_process_info(size_t *elapsed_msecs, size_t *user_msecs, size_
   if (elapsed_msecs) *elapsed_msecs = start != 0 && now >= start ? (size_t)(now - start) : 0;
   if (user_msecs) *user_msecs = (size_t)user;
   if (system_msecs) *system_msecs = (size_t)sys;
-  if (current_rss) *current_rss = mia_prim_current_rss();
-  if (peak_rss) *peak_rss = (size_t)peak;
+  /* getrusage's peak comes from per-CPU counters read without summing
+   * them, statm's size may be their exact sum: just after growth the peak
+   * can read a few pages below the current size */
+  size_t rss = current_rss || peak_rss ? mia_prim_current_rss() : 0;
+  if (current_rss) *current_rss = rss;
+  if (peak_rss) *peak_rss = peak > rss ? (size_t)peak : rss;
   if (current_commit) *current_commit = commit > 0 ? (size_t)commit : 0;
   if (peak_commit) *peak_commit = commit_peak > 0 ? (size_t)commit_peak : 0;
   if (page_faults) *page_faults = (size_t)faults;

@@ -138,6 +138,20 @@ int main(int argc, char **argv) {
   TAP_OK(rss > 0 && faults > 0 && commit > 15 * MiB && peak_commit >= commit,
          "mi_process_info: rss %zu, faults %zu, commit %zu <= peak %zu", rss, faults, commit,
          peak_commit);
+  /* right after growth: the peak may not read below the current size */
+  size_t fresh_size = 8 * MiB, peak_rss = 0, steps = 0, below = 0;
+  char *fresh = malloc(fresh_size);
+  for (size_t off = 0; fresh && off < fresh_size; off += 4096) {
+    fresh[off] = 1;
+    if (off % (256 * 1024) != 0) continue;
+    mi_process_info(NULL, NULL, NULL, &rss, &peak_rss, NULL, NULL, NULL);
+    steps++;
+    if (peak_rss < rss) below++;
+  }
+  TAP_OK(fresh && steps == 32 && below == 0,
+         "mi_process_info: peak rss >= rss at each of %zu steps of growth (%zu below; last %zu, %zu)", steps, below,
+         peak_rss, rss);
+  free(fresh);
 
   /* ---- everything back ---- */
   for (size_t i = 0; i < n; i++) free(blocks[i]);
