@@ -210,7 +210,7 @@ void mia_free_checked(void *p) {
   }
   if (mia_likely(mia_free_checked_fast(page, p))) return;
   if (page->is_guarded) {
-    mia_free_generic(page, p);
+    mia_free_generic(p, page);
     return;
   }
   uint8_t *block;
@@ -459,7 +459,7 @@ bool mia_free_is_double(mia_page_t *page, const void *block, bool owner) {
 
 /* The fast path found the mark: check, then free as it would have (a tail
  * call, so the fast path keeps no frame). */
-void mia_free_marked(mia_page_t *page, void *p) {
+void mia_free_marked(void *p, mia_page_t *page) {
   if (mia_free_is_double(page, p, true)) return;
   mia_free_local(page, p);
 }
@@ -471,7 +471,7 @@ bool mia_free_is_double(mia_page_t *page, const void *block, bool owner) {
   return false;
 }
 
-void mia_free_marked(mia_page_t *page, void *p) { mia_free_generic(page, p); }
+void mia_free_marked(void *p, mia_page_t *page) { mia_free_generic(p, page); }
 
 #endif
 
@@ -488,7 +488,7 @@ void mia_free_secure_suspect(mia_page_t *page, void *p) {
     mia_report_double_free(page, p);
     return;
   }
-  mia_free_generic(page, p);
+  mia_free_generic(p, page);
 }
 
 /* Is p a live block of its page (not a guarded one)?  Reports (as a
@@ -521,7 +521,7 @@ static bool mia_secure_block_live(mia_page_t *page, void *p, const char *op) {
 }
 
 static mia_noinline void mia_free_secure_special(mia_page_t *page, void *p) {
-  if (page->is_guarded || mia_secure_block_live(page, p, "free")) mia_free_generic(page, p);
+  if (page->is_guarded || mia_secure_block_live(page, p, "free")) mia_free_generic(p, page);
 }
 
 /* Everything the fast path's owner test or block-start test turned away.
@@ -546,7 +546,7 @@ void mia_free_secure_slow(mia_page_t *page, void *p) {
     mia_free_remote(page, p);
     return;
   }
-  mia_free_generic(page, p);
+  mia_free_generic(p, page);
 }
 
 #endif

@@ -74,13 +74,13 @@ static inline void mia_free_local(mia_page_t *page, void *p) {
 static inline void mia_free_raw(mia_page_t *page, void *p) {
   if (mia_likely(page->free_key == mia_prim_thread_id())) {
     if (mia_unlikely(mia_block_marked_free(p))) {
-      mia_free_marked(page, p);
+      mia_free_marked(p, page);
       return;
     }
     mia_free_local(page, p);
     return;
   }
-  mia_free_generic(page, p);
+  mia_free_generic(p, page);
 }
 
 #if MIALLOC_SECURE && !MIALLOC_PADDING

@@ -56,7 +56,7 @@ bool mia_odd_interior(const char *op, const mia_page_t *page, const void *p) {
 void mia_free_odd(void *p) {
   mia_page_t *page = mia_page_of(p);
   if (page == NULL || page->block_size == 0) mia_free_invalid(p);
-  else if (!mia_odd_interior("free", page, p)) mia_free_generic(page, p);
+  else if (!mia_odd_interior("free", page, p)) mia_free_generic(p, page);
 }
 
 #if MIA_REMOTE_BATCH
@@ -181,7 +181,7 @@ void mia_report_huge_interior(const char *op, const mia_page_t *page, const void
             (void *)page->start, page->block_size);
 }
 
-void mia_free_generic(mia_page_t *page, void *p) {
+void mia_free_generic(void *p, mia_page_t *page) {
   if (mia_unlikely(page->is_guarded)) {
     mia_guarded_free(page, p);
     return;

@@ -565,7 +565,7 @@ void mia_free_checked(void *p) mia_noinline;
 void mia_free_secure_slow(mia_page_t *page, void *p) mia_noinline;
 bool mia_free_is_double(mia_page_t *page, const void *block, bool owner) mia_noinline;
 void mia_report_double_free(const mia_page_t *page, const void *p) mia_cold;
-void mia_free_marked(mia_page_t *page, void *p) mia_noinline;
+void mia_free_marked(void *p, mia_page_t *page) mia_noinline;
 void mia_free_secure_suspect(mia_page_t *page, void *p) mia_noinline;
 bool mia_realloc_check(mia_page_t *page, void *p) mia_noinline;
 void mia_padding_set(void *p, size_t size);
@@ -719,7 +719,7 @@ void *mia_realloc_aligned(mia_theap_t *theap, void *p, size_t newsize, size_t al
 char *mia_strdup(mia_theap_t *theap, const char *s);
 char *mia_strndup(mia_theap_t *theap, const char *s, size_t n);
 char *mia_realpath(mia_theap_t *theap, const char *fname, char *resolved_name);
-void mia_free_generic(mia_page_t *page, void *p) mia_noinline;
+void mia_free_generic(void *p, mia_page_t *page) mia_noinline;
 void mia_free_invalid(void *p) mia_cold;
 void mia_free_odd(void *p) mia_cold;
 bool mia_odd_interior(const char *op, const mia_page_t *page, const void *p) mia_cold;
