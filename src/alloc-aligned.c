@@ -89,12 +89,12 @@ static void *mia_malloc_aligned_impl(mia_theap_t *theap, size_t size, size_t ali
     if (limit > MIA_LARGE_MAX) limit = MIA_LARGE_MAX;
     for (uint8_t bin = mia_bin_of(size); bin < MIA_BIN_HUGE && mia_bin_size[bin] <= limit; bin++) {
       if ((mia_bin_size[bin] & (alignment - 1)) == 0)
-        return mia_malloc_generic(theap, mia_bin_size[bin], zero);
+        return mia_malloc_generic(mia_bin_size[bin], theap, zero);
     }
   }
   size_t padded = size + alignment - 1;
   if (alignment <= MIA_MAX_ALIGN_IN_PAGE && padded <= MIA_LARGE_MAX) {
-    uint8_t *block = mia_malloc_generic(theap, padded, zero);
+    uint8_t *block = mia_malloc_generic(padded, theap, zero);
     if (block == NULL) return NULL;
     uintptr_t aligned = (((uintptr_t)block + offset + alignment - 1) & ~(uintptr_t)(alignment - 1)) - offset;
     if (aligned != (uintptr_t)block) {

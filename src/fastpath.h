@@ -14,13 +14,13 @@
 static inline void *mia_theap_malloc_small(mia_theap_t *theap, size_t size, bool zero) {
   mia_page_t *page = theap->pages_direct[mia_wsize(size)];
   mia_block_t *block = page->free;
-  if (mia_unlikely(block == NULL)) return mia_malloc_generic(theap, size, zero);
+  if (mia_unlikely(block == NULL)) return mia_malloc_generic(size, theap, zero);
   return mia_page_pop(page, zero);
 }
 
 static inline void *mia_theap_malloc_raw(mia_theap_t *theap, size_t size, bool zero) {
   if (mia_likely(size <= MIA_DIRECT_SIZE_MAX)) return mia_theap_malloc_small(theap, size, zero);
-  return mia_malloc_generic(theap, size, zero);
+  return mia_malloc_generic(size, theap, zero);
 }
 
 /* Secure and debug builds put a checked padding record after every block
@@ -48,6 +48,22 @@ static inline void *mia_theap_malloc(mia_theap_t *theap, size_t size, bool zero)
 
 static inline void *mia_malloc_inline(size_t size) {
   return mia_theap_malloc(mia_theap_get(), size, false);
+}
+
+/* The fast path alone, for callers with a slow path of their own
+ * (operator new's new-handler loop): NULL where malloc would go on to the
+ * generic path, so the caller's fallback is a tail call and its fast path
+ * keeps no frame.  Builds that check or annotate every block take the
+ * whole path. */
+static inline void *mia_malloc_fast_only(size_t size) {
+#if MIA_ANNOTATED || MIALLOC_PADDING
+  return mia_malloc_inline(size);
+#else
+  if (mia_unlikely(size > MIA_DIRECT_SIZE_MAX)) return NULL;
+  mia_page_t *page = mia_theap_get()->pages_direct[mia_wsize(size)];
+  if (mia_unlikely(page->free == NULL)) return NULL;
+  return mia_page_pop(page, false);
+#endif
 }
 
 static inline void *mia_calloc_inline(size_t count, size_t size) {

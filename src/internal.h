@@ -459,7 +459,7 @@ static inline void *mia_page_pop(mia_page_t *page, bool zero) {
 void mia_theap_init(mia_theap_t *theap, mia_tld_t *tld);
 void mia_page_set_flag(mia_page_t *page, uint8_t flag, bool on);
 void *mia_malloc_huge(mia_theap_t *theap, size_t size, bool zero);
-void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) mia_noinline;
+void *mia_malloc_generic(size_t size, mia_theap_t *theap, bool zero) mia_noinline;
 void mia_page_retire(mia_page_t *page) mia_noinline;
 void mia_theap_collect(mia_theap_t *theap, bool force);
 void mia_theap_abandon_to(mia_theap_t *theap, mia_segment_t **list, mia_lock_t *lock);

@@ -17,7 +17,7 @@ typedef struct { char unused; } mia_nothrow_t;
 
 /* new */
 mia_export void *_Znwm(size_t n) {
-  void *p = mia_malloc_inline(n);
+  void *p = mia_malloc_fast_only(n);
   return mia_likely(p != NULL) ? p : mi_new(n);
 }
 void *_Znam(size_t n) mia_alias(_Znwm);

@@ -278,7 +278,7 @@ void *mia_malloc_huge(mia_theap_t *theap, size_t size, bool zero) {
   return page->start;
 }
 
-void *mia_malloc_generic(mia_theap_t *theap, size_t size, bool zero) {
+void *mia_malloc_generic(size_t size, mia_theap_t *theap, bool zero) {
   if (mia_unlikely(theap == &mia_theap_empty)) {
     theap = mia_thread_init_slow();
     if (theap == NULL) {
