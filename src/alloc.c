@@ -25,6 +25,11 @@ static bool mia_mul_overflow(size_t count, size_t size, size_t *total) {
   return false;
 }
 
+void *mia_calloc_overflow(size_t count, size_t size) {
+  errno = mia_alloc_error(EOVERFLOW, count, size, 0);
+  return NULL;
+}
+
 mia_export void *mi_calloc(size_t count, size_t size) { return mia_calloc_inline(count, size); }
 
 mia_export void *mi_mallocn(size_t count, size_t size) {

@@ -39,12 +39,13 @@ void mia_memcpy(void *dst, const void *src, size_t n) {
   memcpy(dst, src, n);
 }
 
-void mia_memzero(void *dst, size_t n) {
+void *mia_memzero(void *dst, size_t n) {
 #if defined(__x86_64__)
   if (mia_cpu.fsrs || (mia_cpu.erms && n >= 2048)) {
-    __asm__ volatile("rep stosb" : "+D"(dst), "+c"(n) : "a"(0) : "memory");
-    return;
+    void *cursor = dst;
+    __asm__ volatile("rep stosb" : "+D"(cursor), "+c"(n) : "a"(0) : "memory");
+    return dst;
   }
 #endif
-  memset(dst, 0, n);
+  return memset(dst, 0, n);
 }

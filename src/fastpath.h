@@ -66,12 +66,10 @@ static inline void *mia_malloc_fast_only(size_t size) {
 #endif
 }
 
+/* The overflow report is a tail call, so calloc's fast path keeps no frame. */
 static inline void *mia_calloc_inline(size_t count, size_t size) {
   size_t total;
-  if (mia_unlikely(__builtin_mul_overflow(count, size, &total))) {
-    errno = mia_alloc_error(EOVERFLOW, count, size, 0);
-    return NULL;
-  }
+  if (mia_unlikely(__builtin_mul_overflow(count, size, &total))) return mia_calloc_overflow(count, size);
   return mia_theap_malloc(mia_theap_get(), total, true);
 }
 

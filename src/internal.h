@@ -94,7 +94,7 @@ typedef struct mia_cpu_features_s {
 extern mia_cpu_features_t mia_cpu;
 void mia_cpu_detect(void);
 void mia_memcpy(void *dst, const void *src, size_t n);
-void mia_memzero(void *dst, size_t n);
+void *mia_memzero(void *dst, size_t n);   /* returns dst, so a caller can tail-call it */
 
 /* ---- process and thread state (init.c) ---- */
 extern mia_theap_t mia_theap_empty;
@@ -434,7 +434,7 @@ static inline void *mia_page_pop_finish(mia_page_t *page, mia_block_t *block, bo
   page->used++;
   if (zero) {
     if (page->free_is_zero) block->next = NULL;
-    else mia_memzero(block, page->block_size);
+    else return mia_memzero(block, page->block_size);
   }
   return block;
 }
@@ -460,6 +460,7 @@ void mia_theap_init(mia_theap_t *theap, mia_tld_t *tld);
 void mia_page_set_flag(mia_page_t *page, uint8_t flag, bool on);
 void *mia_malloc_huge(mia_theap_t *theap, size_t size, bool zero);
 void *mia_malloc_generic(size_t size, mia_theap_t *theap, bool zero) mia_noinline;
+void *mia_calloc_overflow(size_t count, size_t size) mia_noinline mia_cold;   /* NULL, errno set */
 void mia_page_retire(mia_page_t *page) mia_noinline;
 void mia_theap_collect(mia_theap_t *theap, bool force);
 void mia_theap_abandon_to(mia_theap_t *theap, mia_segment_t **list, mia_lock_t *lock);
