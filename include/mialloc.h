@@ -407,6 +407,7 @@ typedef enum mi_option_e {
   mi_option_target_segments_per_thread,
   mi_option_generic_collect,
   mi_option_allow_thp,            /* transparent huge pages: see allow_large_os_pages */
+  mi_option_dlopen_deepbind,      /* let dlopen keep RTLD_DEEPBIND (default: cleared) */
   _mi_option_last,
   /* legacy names */
   mi_option_large_os_pages = mi_option_allow_large_os_pages,

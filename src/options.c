@@ -77,6 +77,7 @@ static mia_option_desc_t mia_options[_mi_option_last] = {
   [mi_option_target_segments_per_thread] = {0, 0, MIA_OPT_LONG, "TARGET_SEGMENTS_PER_THREAD", 0, "accepted for compatibility; no effect"},
   [mi_option_generic_collect] = {0, 0, MIA_OPT_LONG, "GENERIC_COLLECT", 10000, "accepted for compatibility; no effect"},
   [mi_option_allow_thp] = {0, 0, MIA_OPT_BOOL, "ALLOW_THP", 1, "accepted for compatibility; no effect (see ALLOW_LARGE_OS_PAGES)"},
+  [mi_option_dlopen_deepbind] = {0, 0, MIA_OPT_BOOL, "DLOPEN_DEEPBIND", 0, "let dlopen keep RTLD_DEEPBIND (its plugins then call glibc's malloc: a block crossing to the program crashes it)"},
 };
 
 static bool mia_streq_nocase(const char *a, const char *b) {
