@@ -58,10 +58,7 @@ mia_export void *mi_pvalloc(size_t size) {
 
 mia_export void *mi_reallocarray(void *p, size_t count, size_t size) {
   size_t total;
-  if (__builtin_mul_overflow(count, size, &total)) {
-    errno = mia_alloc_error(EOVERFLOW, count, size, 0);
-    return NULL;
-  }
+  if (__builtin_mul_overflow(count, size, &total)) return mia_count_overflow(count, size);
   return mi_realloc(p, total);
 }
 

@@ -17,17 +17,17 @@ mia_export void *mi_zalloc_small(size_t size) { return mia_theap_malloc(mia_thea
 
 mia_export void *mi_zalloc(size_t size) { return mia_theap_malloc(mia_theap_get(), size, true); }
 
+void *mia_count_overflow(size_t count, size_t size) {
+  errno = mia_alloc_error(EOVERFLOW, count, size, 0);
+  return NULL;
+}
+
 static bool mia_mul_overflow(size_t count, size_t size, size_t *total) {
   if (mia_unlikely(__builtin_mul_overflow(count, size, total))) {
-    errno = mia_alloc_error(EOVERFLOW, count, size, 0);
+    mia_count_overflow(count, size);
     return true;
   }
   return false;
-}
-
-void *mia_calloc_overflow(size_t count, size_t size) {
-  errno = mia_alloc_error(EOVERFLOW, count, size, 0);
-  return NULL;
 }
 
 mia_export void *mi_calloc(size_t count, size_t size) { return mia_calloc_inline(count, size); }

@@ -69,7 +69,7 @@ static inline void *mia_malloc_fast_only(size_t size) {
 /* The overflow report is a tail call, so calloc's fast path keeps no frame. */
 static inline void *mia_calloc_inline(size_t count, size_t size) {
   size_t total;
-  if (mia_unlikely(__builtin_mul_overflow(count, size, &total))) return mia_calloc_overflow(count, size);
+  if (mia_unlikely(__builtin_mul_overflow(count, size, &total))) return mia_count_overflow(count, size);
   return mia_theap_malloc(mia_theap_get(), total, true);
 }
 

@@ -460,7 +460,7 @@ void mia_theap_init(mia_theap_t *theap, mia_tld_t *tld);
 void mia_page_set_flag(mia_page_t *page, uint8_t flag, bool on);
 void *mia_malloc_huge(mia_theap_t *theap, size_t size, bool zero);
 void *mia_malloc_generic(size_t size, mia_theap_t *theap, bool zero) mia_noinline;
-void *mia_calloc_overflow(size_t count, size_t size) mia_noinline mia_cold;   /* NULL, errno set */
+void *mia_count_overflow(size_t count, size_t size) mia_noinline mia_cold;   /* count * size overflows: NULL, errno set */
 void mia_page_retire(mia_page_t *page) mia_noinline;
 void mia_theap_collect(mia_theap_t *theap, bool force);
 void mia_theap_abandon_to(mia_theap_t *theap, mia_segment_t **list, mia_lock_t *lock);
