@@ -210,6 +210,44 @@ bool mia_visit_abandoned(mi_heap_t *heap, bool visit_all_blocks, mi_block_visit_
   return ok;
 }
 
+/* The threads' segments, the abandoned ones, the guarded slots, then the
+ * huge blocks: the parts of a visit once the heap's lists are copied. */
+static bool mia_visit_heap_parts(mi_heap_t *heap, mia_visit_t *v, const mia_snapshot_t *tlds,
+                                 mia_segment_t *const *huge, size_t nhuge, bool more_huge) {
+  for (size_t i = 0; i < tlds->count; i++) {
+    const mia_tld_t *tld = tlds->items[i];
+    if (!mia_visit_segment_list(tld->segments, v)) return false;
+    if (!mia_visit_segment_list(tld->segments_full, v)) return false;
+  }
+  if (!mia_visit_segment_list(heap->is_main ? heap->subproc->abandoned : heap->abandoned, v)) return false;
+  if (heap == &mia_subproc_main.heap_main && !mia_guarded_visit(heap, v->all, v->visitor, v->arg)) return false;
+  if (more_huge) {
+    /* many huge blocks: walk the list itself (the visitor must not free them) */
+    for (mia_segment_t *s = heap->huge; s != NULL; s = s->next)
+      if (!mia_visit_page(&s->pages[1], v)) return false;
+    return true;
+  }
+  for (size_t i = 0; i < nhuge; i++)
+    if (!mia_visit_page(&huge[i]->pages[1], v)) return false;
+  return true;
+}
+
+/* Take the heap's lock with room in tlds for every thread of the heap:
+ * the snapshot grows (which maps) with the lock released. */
+static bool mia_heap_lock_for_snapshot(mi_heap_t *heap, mia_snapshot_t *tlds) {
+  for (;;) {
+    mia_lock(&heap->lock);
+    size_t n = 0;
+    for (mia_theap_t *t = heap->theaps; t != NULL; t = t->heap_next) n++;
+    if (n <= tlds->cap) return true;
+    mia_unlock(&heap->lock);
+    if (!mia_snapshot_fit(tlds, n + n / 4)) {
+      mia_error(ENOMEM, "mi_heap_visit_blocks: no memory to list %zu threads\n", n);
+      return false;
+    }
+  }
+}
+
 /* The heap's lists change when threads allocate: visiting is exact for a
  * heap no other thread uses meanwhile, and never crashes otherwise as long
  * as no thread exits or destroys the heap during the visit. */
@@ -221,30 +259,16 @@ mia_export bool mi_heap_visit_blocks(const mi_heap_t *cheap, bool visit_all_bloc
   /* the calling thread's own blocks freed by others are collected first */
   mia_theap_t *own = mia_heap_theap(heap);
   if (own != NULL) mia_theap_process_remote(own);
-  mia_lock(&heap->lock);
-  size_t n = 0;
-  for (mia_theap_t *t = heap->theaps; t != NULL; t = t->heap_next) n++;
-  mia_tld_t *tlds[n > 0 ? n : 1];
-  n = 0;
-  for (mia_theap_t *t = heap->theaps; t != NULL; t = t->heap_next) tlds[n++] = t->tld;
+  mia_snapshot_t tlds;
+  mia_snapshot_init(&tlds);
+  if (!mia_heap_lock_for_snapshot(heap, &tlds)) return false;
+  for (mia_theap_t *t = heap->theaps; t != NULL; t = t->heap_next) tlds.items[tlds.count++] = t->tld;
   mia_segment_t *huge[64];
   size_t nhuge = 0;
   for (mia_segment_t *s = heap->huge; s != NULL && nhuge < 64; s = s->next) huge[nhuge++] = s;
   bool more_huge = nhuge == 64;
   mia_unlock(&heap->lock);
-  for (size_t i = 0; i < n; i++) {
-    if (!mia_visit_segment_list(tlds[i]->segments, &v)) return false;
-    if (!mia_visit_segment_list(tlds[i]->segments_full, &v)) return false;
-  }
-  if (!mia_visit_segment_list(heap->is_main ? heap->subproc->abandoned : heap->abandoned, &v)) return false;
-  if (heap == &mia_subproc_main.heap_main && !mia_guarded_visit(heap, visit_all_blocks, visitor, arg)) return false;
-  if (more_huge) {
-    /* many huge blocks: walk the list itself (the visitor must not free them) */
-    for (mia_segment_t *s = heap->huge; s != NULL; s = s->next)
-      if (!mia_visit_page(&s->pages[1], &v)) return false;
-    return true;
-  }
-  for (size_t i = 0; i < nhuge; i++)
-    if (!mia_visit_page(&huge[i]->pages[1], &v)) return false;
-  return true;
+  bool ok = mia_visit_heap_parts(heap, &v, &tlds, huge, nhuge, more_huge);
+  mia_snapshot_done(&tlds);
+  return ok;
 }

@@ -513,6 +513,18 @@ bool mia_arena_commits_on_demand(void);
 mia_arena_t *mia_arena_reserve_huge(mia_subproc_t *sp, size_t gib);
 bool mia_arena_extend_segments(mia_segment_t *segment, size_t count, size_t extra, bool *is_zero);
 
+/* ---- pointer snapshots for walks that call out (snapshot.c) ---- */
+#define MIA_SNAPSHOT_INLINE 32
+typedef struct mia_snapshot_s {
+  void **items;
+  size_t count, cap;
+  size_t mapped;                         /* bytes mapped for items; 0: inline */
+  void *inline_items[MIA_SNAPSHOT_INLINE];
+} mia_snapshot_t;
+void mia_snapshot_init(mia_snapshot_t *s);
+bool mia_snapshot_fit(mia_snapshot_t *s, size_t n);
+void mia_snapshot_done(mia_snapshot_t *s);
+
 /* ---- heaps (heap.c) and sub-processes (subproc.c) ---- */
 mia_theap_t *mia_heap_theap_slow(mi_heap_t *heap) mia_noinline;
 void mia_heap_link_theap(mi_heap_t *heap, mia_theap_t *theap);

@@ -77,16 +77,25 @@ mia_export bool mi_subproc_visit_heaps(mi_subproc_id_t id, mi_heap_visit_fun *vi
   if (sp == NULL || visitor == NULL) return false;
   if (!visitor(&sp->heap_main, arg)) return false;
   /* the visitor may create heaps (they go to the front): walk a snapshot */
-  mia_lock(&sp->heaps_lock);
-  size_t n = 0;
-  for (mi_heap_t *h = sp->heaps; h != NULL; h = h->next) n++;
-  mi_heap_t *list[n > 0 ? n : 1];
-  n = 0;
-  for (mi_heap_t *h = sp->heaps; h != NULL; h = h->next) list[n++] = h;
+  mia_snapshot_t snap;
+  mia_snapshot_init(&snap);
+  for (;;) {
+    mia_lock(&sp->heaps_lock);
+    size_t n = 0;
+    for (mi_heap_t *h = sp->heaps; h != NULL; h = h->next) n++;
+    if (n <= snap.cap) break;   /* keeps the lock */
+    mia_unlock(&sp->heaps_lock);
+    if (!mia_snapshot_fit(&snap, n + n / 4)) {
+      mia_error(ENOMEM, "mi_subproc_visit_heaps: no memory to list %zu heaps\n", n);
+      return false;
+    }
+  }
+  for (mi_heap_t *h = sp->heaps; h != NULL; h = h->next) snap.items[snap.count++] = h;
   mia_unlock(&sp->heaps_lock);
-  for (size_t i = 0; i < n; i++)
-    if (!visitor(list[i], arg)) return false;
-  return true;
+  bool ok = true;
+  for (size_t i = 0; i < snap.count && ok; i++) ok = visitor(snap.items[i], arg);
+  mia_snapshot_done(&snap);
+  return ok;
 }
 
 typedef struct mia_abandoned_visit_s {

@@ -404,6 +404,43 @@ static void test_subproc(void) {
   TAP_OK(main_heaps >= 1, "the main sub-process still has its heaps");
 }
 
+/* A sub-process with many heaps, visited from a thread with a small stack:
+ * the walk's copy of the list must not live on the stack (20,000 heaps
+ * are 160 KB of pointers, the thread has 64 KiB). */
+#define MANY_HEAPS 20000
+typedef struct {
+  int before, after;
+  bool visit_ok;
+} many_arg_t;
+
+static void *visit_on_small_stack(void *arg) {
+  many_arg_t *m = arg;
+  m->visit_ok = mi_subproc_visit_heaps(mi_subproc_main(), count_heaps, &m->after);
+  return NULL;
+}
+
+static void test_many_heaps(void) {
+  many_arg_t m = {0, 0, false};
+  mi_subproc_visit_heaps(mi_subproc_main(), count_heaps, &m.before);
+  static mi_heap_t *heaps[MANY_HEAPS];
+  size_t made = 0;
+  for (size_t i = 0; i < MANY_HEAPS && (heaps[i] = mi_heap_new()) != NULL; i++) made++;
+  TAP_OK(made == MANY_HEAPS, "%d heaps created (%zu)", MANY_HEAPS, made);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  pthread_t t;
+  bool started = pthread_create(&t, &attr, visit_on_small_stack, &m) == 0;
+  if (started) pthread_join(t, NULL);
+  pthread_attr_destroy(&attr);
+  TAP_OK(started && m.visit_ok && m.after == m.before + (int)made,
+         "mi_subproc_visit_heaps on a 64 KiB stack sees every heap (%d of %d)", m.after, m.before + (int)made);
+  for (size_t i = 0; i < made; i++) mi_heap_delete(heaps[i]);
+  int left = 0;
+  mi_subproc_visit_heaps(mi_subproc_main(), count_heaps, &left);
+  TAP_OK(left == m.before, "deleted heaps are no longer visited (%d, %d before)", left, m.before);
+}
+
 /* ---- misuse ---- */
 
 static int last_err;
@@ -439,6 +476,7 @@ int main(void) {
   test_destroy_after_threads();
   test_arenas();
   test_subproc();
+  test_many_heaps();
   test_misuse();
   return tap_done();
 }
