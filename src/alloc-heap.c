@@ -232,20 +232,10 @@ static bool mia_visit_heap_parts(mi_heap_t *heap, mia_visit_t *v, const mia_snap
   return true;
 }
 
-/* Take the heap's lock with room in tlds for every thread of the heap:
- * the snapshot grows (which maps) with the lock released. */
-static bool mia_heap_lock_for_snapshot(mi_heap_t *heap, mia_snapshot_t *tlds) {
-  for (;;) {
-    mia_lock(&heap->lock);
-    size_t n = 0;
-    for (mia_theap_t *t = heap->theaps; t != NULL; t = t->heap_next) n++;
-    if (n <= tlds->cap) return true;
-    mia_unlock(&heap->lock);
-    if (!mia_snapshot_fit(tlds, n + n / 4)) {
-      mia_error(ENOMEM, "mi_heap_visit_blocks: no memory to list %zu threads\n", n);
-      return false;
-    }
-  }
+static size_t mia_heap_thread_count(const void *heap) {
+  size_t n = 0;
+  for (const mia_theap_t *t = ((const mi_heap_t *)heap)->theaps; t != NULL; t = t->heap_next) n++;
+  return n;
 }
 
 /* The heap's lists change when threads allocate: visiting is exact for a
@@ -261,7 +251,8 @@ mia_export bool mi_heap_visit_blocks(const mi_heap_t *cheap, bool visit_all_bloc
   if (own != NULL) mia_theap_process_remote(own);
   mia_snapshot_t tlds;
   mia_snapshot_init(&tlds);
-  if (!mia_heap_lock_for_snapshot(heap, &tlds)) return false;
+  if (!mia_snapshot_lock(&tlds, &heap->lock, mia_heap_thread_count, heap, "mi_heap_visit_blocks", "threads"))
+    return false;
   for (mia_theap_t *t = heap->theaps; t != NULL; t = t->heap_next) tlds.items[tlds.count++] = t->tld;
   mia_segment_t *huge[64];
   size_t nhuge = 0;

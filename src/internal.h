@@ -524,6 +524,8 @@ typedef struct mia_snapshot_s {
 void mia_snapshot_init(mia_snapshot_t *s);
 bool mia_snapshot_fit(mia_snapshot_t *s, size_t n);
 void mia_snapshot_done(mia_snapshot_t *s);
+bool mia_snapshot_lock(mia_snapshot_t *s, mia_lock_t *lock, size_t (*count)(const void *owner),
+                       const void *owner, const char *fn, const char *what);
 
 /* ---- heaps (heap.c) and sub-processes (subproc.c) ---- */
 mia_theap_t *mia_heap_theap_slow(mi_heap_t *heap) mia_noinline;

@@ -33,3 +33,21 @@ void mia_snapshot_done(mia_snapshot_t *s) {
   if (s->mapped != 0) mia_prim_release(s->items, s->mapped);
   mia_snapshot_init(s);
 }
+
+/* Take lock with room in s for every entry of a list that count (called
+ * under the lock) measures; the room is mapped with the lock released, and
+ * the list counted again.  false, with the lock released and an ENOMEM
+ * report naming fn and what, when the room cannot be mapped. */
+bool mia_snapshot_lock(mia_snapshot_t *s, mia_lock_t *lock, size_t (*count)(const void *owner),
+                       const void *owner, const char *fn, const char *what) {
+  for (;;) {
+    mia_lock(lock);
+    size_t n = count(owner);
+    if (n <= s->cap) return true;
+    mia_unlock(lock);
+    if (!mia_snapshot_fit(s, n + n / 4)) {
+      mia_error(ENOMEM, "%s: no memory to list %zu %s\n", fn, n, what);
+      return false;
+    }
+  }
+}

@@ -72,6 +72,12 @@ mia_export void mi_subproc_add_current_thread(mi_subproc_id_t id) {
   mia_heap_link_theap(tld->heap, main_theap);
 }
 
+static size_t mia_subproc_heap_count(const void *sp) {
+  size_t n = 0;
+  for (const mi_heap_t *h = ((const mia_subproc_t *)sp)->heaps; h != NULL; h = h->next) n++;
+  return n;
+}
+
 mia_export bool mi_subproc_visit_heaps(mi_subproc_id_t id, mi_heap_visit_fun *visitor, void *arg) {
   mia_subproc_t *sp = mia_subproc_check(id, "mi_subproc_visit_heaps");
   if (sp == NULL || visitor == NULL) return false;
@@ -79,17 +85,8 @@ mia_export bool mi_subproc_visit_heaps(mi_subproc_id_t id, mi_heap_visit_fun *vi
   /* the visitor may create heaps (they go to the front): walk a snapshot */
   mia_snapshot_t snap;
   mia_snapshot_init(&snap);
-  for (;;) {
-    mia_lock(&sp->heaps_lock);
-    size_t n = 0;
-    for (mi_heap_t *h = sp->heaps; h != NULL; h = h->next) n++;
-    if (n <= snap.cap) break;   /* keeps the lock */
-    mia_unlock(&sp->heaps_lock);
-    if (!mia_snapshot_fit(&snap, n + n / 4)) {
-      mia_error(ENOMEM, "mi_subproc_visit_heaps: no memory to list %zu heaps\n", n);
-      return false;
-    }
-  }
+  if (!mia_snapshot_lock(&snap, &sp->heaps_lock, mia_subproc_heap_count, sp, "mi_subproc_visit_heaps", "heaps"))
+    return false;
   for (mi_heap_t *h = sp->heaps; h != NULL; h = h->next) snap.items[snap.count++] = h;
   mia_unlock(&sp->heaps_lock);
   bool ok = true;
