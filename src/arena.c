@@ -81,7 +81,7 @@ static size_t find_claim_run(const mia_arena_t *a, size_t count, uint64_t keep) 
   return best;
 }
 
-static uint64_t mia_purge_delay_arena(void) {
+uint64_t mia_purge_delay_arena(void) {
   long delay = mia_option_get_fast(mi_option_purge_delay);
   long mult = mia_option_get_fast(mi_option_arena_purge_mult);
   if (delay < 0) return UINT64_MAX;
@@ -450,6 +450,7 @@ uint64_t mia_arenas_next_purge(mia_subproc_t *sp) {
   mia_lock(&sp->lock);
   for (mia_arena_t *a = sp->arenas; a != NULL; a = a->next)
     if (a->purge_at != 0 && (next == 0 || a->purge_at < next)) next = a->purge_at;
+  if (sp->abandoned_purge_at != 0 && (next == 0 || sp->abandoned_purge_at < next)) next = sp->abandoned_purge_at;
   mia_unlock(&sp->lock);
   return next;
 }
@@ -492,6 +493,8 @@ void mia_arenas_purge(mia_subproc_t *sp, bool force) {
     }
     a->purge_at = waiting && delay != UINT64_MAX ? now + delay : 0;
   }
+  if (sp->abandoned_purge_at != 0 && (force || now >= sp->abandoned_purge_at))
+    sp->abandoned_purge_at = mia_abandoned_purge(sp, now, force);
   mia_unlock(&sp->lock);
 }
 

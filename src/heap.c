@@ -310,6 +310,7 @@ mia_export void mi_heap_delete(mi_heap_t *heap) {
   mia_subproc_t *sp = heap->subproc;
   mia_segment_t *ab, *huge;
   mia_heap_detach(heap, false, &ab, &huge);
+  size_t waiting = 0;
   for (mia_segment_t *next; ab != NULL; ab = next) {
     next = ab->next;
     ab->heap = NULL;
@@ -317,8 +318,10 @@ mia_export void mi_heap_delete(mi_heap_t *heap) {
     ab->prev = NULL;
     ab->next = sp->abandoned;
     sp->abandoned = ab;
+    waiting += mia_abandoned_note(sp, ab);
     mia_unlock(&sp->lock);
   }
+  if (waiting != 0) mia_purge_schedule(sp, waiting);
   for (mia_segment_t *next; huge != NULL; huge = next) {
     next = huge->next;
     mia_huge_move_to_heap(huge, &sp->heap_main);

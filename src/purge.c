@@ -23,7 +23,7 @@
 static _Atomic(int) mia_purge_state;      /* 0 none, 1 starting/running */
 static _Atomic(int) mia_purge_wakeups;    /* futex word: bumped by new work */
 static _Atomic(int) mia_purge_idle;       /* 1 while it waits with no deadline */
-static _Atomic(size_t) mia_purge_pending; /* dirty bytes waiting in arenas */
+static _Atomic(size_t) mia_purge_pending; /* dirty bytes waiting in arenas and abandoned segments */
 
 /* The thread has had nothing to do for a whole linger: may it exit?
  * mia_purge_schedule bumps the counter before it reads the state, and we

@@ -558,6 +558,47 @@ static mia_page_t *mia_segment_next_page(mia_segment_t *seg, size_t *idx) {
   return NULL;
 }
 
+/* Free slices of a segment that are still resident, in bytes. */
+static size_t mia_segment_free_dirty(const mia_segment_t *seg) {
+  return (size_t)__builtin_popcountll(seg->dirty_mask & ~seg->used_mask) * MIA_SLICE_SIZE;
+}
+
+/* A segment joined the sub-process's abandoned list (caller holds its
+ * lock): its free slices wait for a thread to adopt it, and after the
+ * arenas' purge delay (from when it was abandoned) for the purge pass.
+ * Returns the bytes that now wait, for mia_purge_schedule. */
+size_t mia_abandoned_note(mia_subproc_t *sp, mia_segment_t *seg) {
+  size_t bytes = mia_segment_free_dirty(seg);
+  uint64_t delay = mia_purge_delay_arena();
+  if (bytes == 0 || delay == UINT64_MAX) return 0;
+  uint64_t due = seg->abandoned_at + delay;
+  if (sp->abandoned_purge_at == 0 || due < sp->abandoned_purge_at) sp->abandoned_purge_at = due;
+  return bytes;
+}
+
+/* The purge pass over the abandoned list (caller holds the lock): segments
+ * nobody adopted within the arenas' delay give back their free slices;
+ * their pages, which hold live blocks, stay.  Without it, what the threads
+ * of a burst left stayed resident until some thread needed room: for
+ * good, in a program that then goes on with fewer threads.  Returns the
+ * next deadline, 0 if none. */
+uint64_t mia_abandoned_purge(mia_subproc_t *sp, uint64_t now, bool force) {
+  uint64_t delay = mia_purge_delay_arena(), next = 0;
+  bool lazy = mia_option_get_fast(mi_option_purge_decommits) == 0;
+  for (mia_segment_t *seg = sp->abandoned; seg != NULL; seg = seg->next) {
+    size_t bytes = mia_segment_free_dirty(seg);
+    if (bytes == 0 || delay == UINT64_MAX) continue;
+    uint64_t due = seg->abandoned_at + delay;
+    if (force || due <= now) {
+      mia_segment_purge(seg, lazy, true, now);
+      mia_purge_done(bytes);
+    } else if (next == 0 || due < next) {
+      next = due;
+    }
+  }
+  return next;
+}
+
 /* The exiting thread's theap has already given back its empty pages; what
  * is left holds live blocks.  Unowned pages (free_key 0) send every free to
  * the atomic thread_free list until another thread reclaims the segment. */
@@ -571,6 +612,8 @@ void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock
     next = seg->next;
     if (seg->used_mask == 1) mia_segment_release(tld, seg);
   }
+  uint64_t now = mia_prim_clock_ms();
+  size_t waiting = 0;
   mia_segment_t *lists[2] = {tld->segments, tld->segments_full};
   tld->segments = tld->segments_full = NULL;
   for (int l = 0; l < 2; l++) {
@@ -589,18 +632,21 @@ void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock
         atomic_store_explicit(&page->theap, NULL, memory_order_release);
       }
       seg->tld = NULL;
+      seg->abandoned_at = now;
       seg->in_full_list = false;
       __atomic_store_n(&seg->heap, heap, __ATOMIC_RELEASE);
       if (lock != NULL) mia_lock(lock);
       seg->prev = NULL;
       seg->next = *list;
       *list = seg;
+      if (list == &sp->abandoned) waiting += mia_abandoned_note(sp, seg);
       if (lock != NULL) mia_unlock(lock);
       __atomic_fetch_add(&mia_stats_global.abandoned_segments, 1, __ATOMIC_RELAXED);
       seg = next;
     }
   }
   tld->segment_count = 0;
+  if (waiting != 0) mia_purge_schedule(sp, waiting);
 }
 
 /* Make an abandoned segment (off its list, held alone by the caller) this
@@ -609,6 +655,7 @@ void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock
  * keep_empty, one for each bin that has no page yet.  NULL when that
  * emptied it and it went back to its arena. */
 static mia_segment_t *mia_segment_adopt(mia_tld_t *tld, mia_segment_t *seg, bool keep_empty) {
+  mia_purge_done(mia_segment_free_dirty(seg));   /* its owner purges them now */
   seg->tld = tld;
   __atomic_store_n(&seg->heap, tld->heap, __ATOMIC_RELEASE);
   seg->next = seg->prev = NULL;

@@ -149,6 +149,7 @@ struct mia_segment_s {
   uint64_t purge_mask;           /* free dirty slices already waited a delay */
   uint64_t purge_at;             /* ms deadline to purge dirty free slices */
   uint64_t guard_mask;           /* secure: slices whose last OS page is a guard (bit 0: the metadata guard) */
+  uint64_t abandoned_at;         /* ms its last owner left it (on the abandoned list) */
   bool is_huge;
   bool in_full_list;
   mi_heap_t *heap;               /* heap of its pages (NULL: a deleted heap's, now the main heap's) */
@@ -293,6 +294,7 @@ struct mia_subproc_s {
   mia_lock_t lock;                /* guards arenas, abandoned list */
   mia_arena_t *arenas;
   mia_segment_t *abandoned;
+  uint64_t abandoned_purge_at;    /* ms: the earliest abandoned segment's free slices are due (0: none) */
   size_t arena_count;
   mia_lock_t heaps_lock;          /* guards heaps */
   mi_heap_t *heaps;               /* first-class heaps */
