@@ -117,6 +117,7 @@ typedef struct mia_page_s {
   _Atomic(mia_theap_t *) theap;  /* owner; read by remote freers to notify */
   struct mia_page_s *next;       /* theap queue links */
   struct mia_page_s *prev;
+  uint64_t fresh_slices;         /* its slices that were clean when it was cut (segment bits) */
 #if MIALLOC_SECURE
   /* fourth cache line, secure builds: what their fast paths check besides
    * the first two lines (every pop decodes a link, every free checks the

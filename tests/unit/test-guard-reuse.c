@@ -18,9 +18,14 @@
 
 static bool guards;   /* does this build set page guards? */
 
+/* A page as if its blocks had all been carved (written): one freed with
+ * less carved gives back the slices it never wrote as clean. */
 static mia_page_t *new_page(mia_tld_t *tld, size_t slices) {
   mia_page_t *page = mia_segment_page_alloc(tld, slices);
-  if (page != NULL) mia_stat_page(page, 1);   /* as mia_page_fresh counts it */
+  if (page == NULL) return NULL;
+  mia_stat_page(page, 1);   /* as mia_page_fresh counts it */
+  page->block_size = MIA_SLICE_SIZE;
+  page->capacity = (uint32_t)slices;
   return page;
 }
 

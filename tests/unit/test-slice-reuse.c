@@ -3,7 +3,12 @@
  * of those runs the shortest that holds it: the dirty slices are resident
  * already, so the page costs no page faults, the freed run is not purged
  * only to be faulted back in, and a long run stays whole for a long page.
- * Runs in a thread of its own, whose segments are all its own. */
+ * A page freed with blocks carved from only its first slice leaves the
+ * rest of its slices clean where they were clean before, and the next
+ * page of its length starts on that first slice -- but in builds whose
+ * pages end with a guard (secure), where a page stays dirty whole so that
+ * the next page of its shape finds its guard in place.  Runs in a thread
+ * of its own, whose segments are all its own. */
 #include "internal.h"
 #include "tls.h"
 #include "../tap.h"
@@ -11,15 +16,25 @@
 #include <pthread.h>
 
 #define PAGE_SLICES 8
-#define MAX_PAGES 16
+#define MAX_PAGES 24
 
 static mia_page_t *pages[MAX_PAGES];
 static size_t page_count;
 
+/* A page as if its blocks had all been carved (written): one freed with
+ * less carved gives back the slices it never wrote as clean. */
 static mia_page_t *new_page(mia_tld_t *tld) {
   mia_page_t *page = mia_segment_page_alloc(tld, PAGE_SLICES);
-  if (page != NULL) mia_stat_page(page, 1);   /* as mia_page_fresh counts it */
+  if (page == NULL) return NULL;
+  mia_stat_page(page, 1);   /* as mia_page_fresh counts it */
+  page->block_size = MIA_SLICE_SIZE;
+  page->capacity = PAGE_SLICES;
   return page;
+}
+
+static uint64_t slices_of(const mia_page_t *page) {
+  size_t idx = (size_t)(page->start - (uint8_t *)mia_segment_of_page(page)) / MIA_SLICE_SIZE;
+  return (((uint64_t)1 << page->slice_count) - 1) << idx;
 }
 
 static void *run(void *arg) {
@@ -79,6 +94,43 @@ static void *run(void *arg) {
          "the next one takes the long run's dirty slices");
   if (page_count < MAX_PAGES) pages[page_count++] = page;
   if (page_count < MAX_PAGES) pages[page_count++] = second_b;
+
+  /* three pages cut one after another from clean slices (the dirty ones
+   * free are used up first).  The middle one is freed with nothing carved:
+   * an 8-slice hole, clean again.  The last one carved blocks from its
+   * first slice only: that slice stays dirty, the rest clean again. */
+  while ((page = new_page(tld)) != NULL && !page->is_zero_init && page_count < MAX_PAGES) pages[page_count++] = page;
+  mia_page_t *p1 = page, *p2 = new_page(tld), *p3 = new_page(tld);
+  bool in_a_row = p1 != NULL && p2 != NULL && p3 != NULL && p2->start == p1->start + PAGE_SLICES * MIA_SLICE_SIZE &&
+                  p3->start == p2->start + PAGE_SLICES * MIA_SLICE_SIZE;
+  TAP_OK(in_a_row && p3->is_zero_init, "three pages in a row from clean slices");
+  if (!in_a_row) return NULL;
+  if (page_count < MAX_PAGES) pages[page_count++] = p1;
+  mia_segment_t *seg = mia_segment_of_page(p3);
+  uint64_t hole = slices_of(p2), bits = slices_of(p3), first_bit = bits & -bits;
+  uint8_t *hole_start = p2->start, *start = p3->start;
+  p2->capacity = 0;
+  mia_segment_page_free(p2);
+  p3->capacity = 1;   /* one 64 KiB block */
+  mia_segment_page_free(p3);
+  if (mia_page_guard_size() == 0) {
+    TAP_OK((seg->dirty_mask & hole) == 0, "a page freed with nothing carved leaves its slices clean");
+    TAP_OK((seg->dirty_mask & bits) == first_bit, "one that carved one slice leaves that one dirty, %d clean",
+           PAGE_SLICES - 1);
+    page = new_page(tld);
+    TAP_OK(page != NULL && page->start == start && !page->is_zero_init,
+           "the next page starts on that dirty slice, not in the clean hole that fits it exactly (%p: dirty %p, "
+           "hole %p)", page != NULL ? (void *)page->start : NULL, (void *)start, (void *)hole_start);
+  } else {
+    TAP_OK((seg->dirty_mask & hole) == hole, "with guards, a page freed with nothing carved stays dirty whole");
+    TAP_OK((seg->dirty_mask & bits) == bits, "and so does one that carved one slice");
+    uint64_t guards_before = seg->guard_mask;
+    page = new_page(tld);
+    TAP_OK(page != NULL && (page->start == start || page->start == hole_start) && seg->guard_mask == guards_before,
+           "the next page takes one of the two, where its guard stands (%p: %p or %p)",
+           page != NULL ? (void *)page->start : NULL, (void *)start, (void *)hole_start);
+  }
+  if (page_count < MAX_PAGES) pages[page_count++] = page;
 
   for (size_t i = 0; i < page_count; i++)
     if (pages[i] != NULL) mia_segment_page_free(pages[i]);
