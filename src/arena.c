@@ -444,7 +444,8 @@ void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count, uin
   else mia_purge_schedule(sp, count * MIA_SEGMENT_SIZE);
 }
 
-/* The earliest purge deadline of any arena, 0 if nothing waits. */
+/* The earliest purge deadline of any arena or of the abandoned segments'
+ * free slices, 0 if nothing waits. */
 uint64_t mia_arenas_next_purge(mia_subproc_t *sp) {
   uint64_t next = 0;
   mia_lock(&sp->lock);
@@ -461,7 +462,8 @@ uint64_t mia_arenas_next_purge(mia_subproc_t *sp) {
  * two delays after its last free: a program that frees and allocates large
  * blocks at a steady pace keeps reusing the same resident memory, where
  * one deadline per arena purged whatever happened to be free at the
- * moment, often just freed, and the next claim faulted it back in. */
+ * moment, often just freed, and the next claim faulted it back in.  The
+ * abandoned segments' free slices that are due go too (mia_abandoned_purge). */
 void mia_arenas_purge(mia_subproc_t *sp, bool force) {
   uint64_t now = mia_prim_clock_ms();
   uint64_t delay = mia_purge_delay_arena();

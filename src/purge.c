@@ -1,10 +1,11 @@
 /* purge.c -- purging driven by time, so an idle program's RSS comes down.
  *
  * Owner threads purge their own segments' free slices on their slow paths;
- * whole free segments wait in the arenas.  A program that frees a lot and
- * then sits idle would keep those forever, so once enough dirty memory is
- * waiting (MIA_PURGE_THREAD_MIN) a background thread is started that
- * sleeps until the next deadline and purges the arenas.  Small programs
+ * whole free segments wait in the arenas, and the free slices of segments
+ * exited threads left wait on the abandoned list.  A program that frees a
+ * lot and then sits idle would keep those forever, so once enough dirty
+ * memory is waiting (MIA_PURGE_THREAD_MIN) a background thread is started
+ * that sleeps until the next deadline and purges them.  Small programs
  * never start it: most processes stay single-threaded.  Once nothing has
  * waited for MIA_PURGE_THREAD_LINGER_MS it exits, so a program that had a
  * big burst is single-threaded again when it later calls what refuses

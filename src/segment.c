@@ -613,17 +613,21 @@ static size_t mia_segment_free_dirty(const mia_segment_t *seg) {
   return (size_t)__builtin_popcountll(seg->dirty_mask & ~seg->used_mask) * MIA_SLICE_SIZE;
 }
 
+/* When an abandoned segment's free slices are due for the purge pass: the
+ * arenas' purge delay after its thread left it; 0 if none is resident or
+ * nothing is ever purged. */
+static uint64_t mia_abandoned_due(const mia_segment_t *seg, uint64_t delay) {
+  return delay == UINT64_MAX || mia_segment_free_dirty(seg) == 0 ? 0 : seg->abandoned_at + delay;
+}
+
 /* A segment joined the sub-process's abandoned list (caller holds its
- * lock): its free slices wait for a thread to adopt it, and after the
- * arenas' purge delay (from when it was abandoned) for the purge pass.
- * Returns the bytes that now wait, for mia_purge_schedule. */
+ * lock): its free slices wait for a thread to adopt it, and then for the
+ * purge pass.  Returns the bytes that now wait, for mia_purge_schedule. */
 size_t mia_abandoned_note(mia_subproc_t *sp, mia_segment_t *seg) {
-  size_t bytes = mia_segment_free_dirty(seg);
-  uint64_t delay = mia_purge_delay_arena();
-  if (bytes == 0 || delay == UINT64_MAX) return 0;
-  uint64_t due = seg->abandoned_at + delay;
+  uint64_t due = mia_abandoned_due(seg, mia_purge_delay_arena());
+  if (due == 0) return 0;
   if (sp->abandoned_purge_at == 0 || due < sp->abandoned_purge_at) sp->abandoned_purge_at = due;
-  return bytes;
+  return mia_segment_free_dirty(seg);
 }
 
 /* The purge pass over the abandoned list (caller holds the lock): segments
@@ -636,12 +640,11 @@ uint64_t mia_abandoned_purge(mia_subproc_t *sp, uint64_t now, bool force) {
   uint64_t delay = mia_purge_delay_arena(), next = 0;
   bool lazy = mia_option_get_fast(mi_option_purge_decommits) == 0;
   for (mia_segment_t *seg = sp->abandoned; seg != NULL; seg = seg->next) {
-    size_t bytes = mia_segment_free_dirty(seg);
-    if (bytes == 0 || delay == UINT64_MAX) continue;
-    uint64_t due = seg->abandoned_at + delay;
+    uint64_t due = mia_abandoned_due(seg, delay);
+    if (due == 0) continue;
     if (force || due <= now) {
+      mia_purge_done(mia_segment_free_dirty(seg));
       mia_segment_purge(seg, lazy, true, now);
-      mia_purge_done(bytes);
     } else if (next == 0 || due < next) {
       next = due;
     }
