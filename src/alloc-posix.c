@@ -23,9 +23,11 @@ mia_export int mi_posix_memalign(void **p, size_t alignment, size_t size) {
   return 0;
 }
 
-/* glibc rounds a non-power-of-two alignment up instead of failing. */
+/* glibc rounds a non-power-of-two alignment up instead of failing, so the
+ * only invalid alignments are those that round past the largest power of
+ * two; one that cannot be met (2^63) is a lack of memory, as there. */
 mia_export void *mi_memalign(size_t alignment, size_t size) {
-  if (alignment > ((size_t)1 << (sizeof(size_t) * 8 - 2))) {
+  if (alignment > ((size_t)1 << (sizeof(size_t) * 8 - 1))) {
     errno = mia_alloc_error(EINVAL, 1, size, alignment);
     return NULL;
   }

@@ -433,6 +433,16 @@ static void test_invalid(void) {
     TAP_OK(ok, "memalign(%zu, 1000) = %p is %zu-aligned", ma[i].asked, (void *)m, ma[i].expect);
     free(m);
   }
+  /* as glibc: 2^63 (or an alignment that rounds up to it) cannot be met,
+   * ENOMEM; past it the rounding overflows, EINVAL */
+  static const struct { size_t asked; int err; } mbad[] = {
+      {(size_t)1 << 63, ENOMEM}, {((size_t)1 << 62) + 1, ENOMEM}, {((size_t)1 << 63) + 1, EINVAL}, {SIZE_MAX, EINVAL}};
+  for (size_t i = 0; i < sizeof mbad / sizeof mbad[0]; i++) {
+    errno = 0;
+    void *m = memalign(opaque(mbad[i].asked), 1);
+    int e = errno;
+    TAP_OK(m == NULL && e == mbad[i].err, "memalign(%#zx, 1) == NULL, errno %d (%d)", mbad[i].asked, mbad[i].err, e);
+  }
 }
 
 int main(void) {
