@@ -1,7 +1,7 @@
 /* test-idle-page.c -- an emptied page that is its bin's current page stays
  * there while the program may want the size again, and goes back to its
  * segment when the thread next needs a new page after it was empty and
- * untouched for the purge delay.  A page used again within the delay stays,
+ * untouched for a tenth of the purge delay.  A page used again meanwhile stays,
  * a page that carved few of its blocks stays, and with purging off
  * (MIALLOC_PURGE_DELAY=-1) none goes back.
  *
@@ -13,7 +13,8 @@
 
 #include <time.h>
 
-#define DELAY_MS 200   /* long enough that valgrind's slowness stays inside it */
+#define DELAY_MS 2000              /* the purge delay */
+#define IDLE_MS (DELAY_MS / 10)    /* long enough that valgrind's slowness stays inside it */
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -62,16 +63,16 @@ int main(void) {
   mia_page_t *c = emptied_page(256, 2);
   TAP_OK(still_current(a, 64) && still_current(b, 128), "emptied pages stay their bins' current pages");
   need_new_page("at once");
-  TAP_OK(still_current(a, 64) && still_current(b, 128), "a page empty for less than the delay stays");
+  TAP_OK(still_current(a, 64) && still_current(b, 128), "a page empty for less than a tenth of the delay stays");
 
-  sleep_ms(DELAY_MS / 2);
+  sleep_ms(IDLE_MS / 2);
   void *p = mi_malloc(128);   /* b is used again (and emptied again) */
   mi_free(p);
-  sleep_ms(DELAY_MS / 2 + 50);
-  need_new_page("after the delay");
+  sleep_ms(IDLE_MS / 2 + 50);
+  need_new_page("after a tenth of the delay");
   TAP_OK(a->block_size == 0 || queue_of(64)->first != a,
-         "the page empty and untouched for the delay went back to its segment");
-  TAP_OK(still_current(b, 128), "the page used within the delay stays");
+         "the page empty and untouched for a tenth of the delay went back to its segment");
+  TAP_OK(still_current(b, 128), "the page used meanwhile stays");
   TAP_OK(still_current(c, 256), "the page that carved %u of its %u blocks stays", c->capacity, c->reserved);
   void *q = mi_malloc(64);
   memset(q, 0x5a, 64);
