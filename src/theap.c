@@ -189,25 +189,27 @@ static mia_always_inline mia_page_t *mia_bin_page_with_room(mia_theap_t *theap, 
   return NULL;
 }
 
+#define MIA_IDLE_PAGE_DIV 10   /* idle pages go after purge delay / this */
+
 /* An emptied page that is its bin's current page stays (mia_page_retire):
  * a program that frees its last block of a size often asks for that size
  * again at once.  But a size one phase of a program used should not keep
  * a page of dirty memory for the rest of the run (bench python3 peaks
  * 3 MiB lower without them).  So when the thread needs a new page, current
  * pages empty and untouched for a tenth of the purge delay go back to
- * their segments first, where the new page can take their memory: phases
- * that last a few milliseconds each (bench bigint) otherwise each cut new
- * memory while the last one's pages wait, and pages let go at once are
- * set up again on fresh memory (larson, aligncalloc: 1.07-1.10x the peak
- * RSS).  Untouched: the heads
- * of the free lists did not move, as any malloc from the page would have
+ * their segments first, where the new page can take their memory.
+ *
+ * A tenth, because phases can last a few milliseconds (bench bigint) and
+ * each would cut new memory while the last one's pages waited; not at the
+ * first look, because a page let go is set up again on fresh memory
+ * (larson, aligncalloc: 1.07-1.10x the peak RSS).  Untouched: the heads of
+ * the free lists did not move, as any malloc from the page would have
  * moved them.  Only pages that carved half their blocks: one that carved
  * little holds little, and set up again later it would likely land on a
  * fully dirty run.  Nothing here is on the fast paths or in
  * mia_page_retire, which a loop allocating and freeing one block calls
  * every time.  Not inlined: inside mia_malloc_generic it spilled
  * registers, 0.1 instructions per malloc+free pair (bench/run --fastpath). */
-#define MIA_IDLE_PAGE_DIV 10   /* idle pages go after purge delay / this */
 static mia_noinline void mia_theap_free_idle(mia_theap_t *theap, uint8_t bin) {
   long delay = mia_option_get_fast(mi_option_purge_delay);
   if (delay < 0) return;
