@@ -370,7 +370,7 @@ static bool mia_check_page(mia_page_t *page, void *arg) {
   return true;
 }
 
-bool mia_debug_check_theap(mia_theap_t *theap) {
+static bool mia_debug_check_theap(mia_theap_t *theap) {
   mia_walk_t w = {0};
   size_t before = atomic_load(&mia_corruptions);
   bool stop = false;
@@ -568,7 +568,7 @@ static bool mia_walk_lists(mia_page_t *page, void *arg) {
   return true;
 }
 
-bool mia_debug_check_theap(mia_theap_t *theap) {
+static bool mia_debug_check_theap(mia_theap_t *theap) {
   size_t before = atomic_load(&mia_corruptions);
   bool stop = false;
   for (int l = 0; l < 2; l++)

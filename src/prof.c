@@ -22,10 +22,6 @@
 #include "internal.h"
 #include "fastpath.h"
 
-#ifndef MIALLOC_PROF
-#define MIALLOC_PROF 0
-#endif
-
 bool mia_sampling_enabled;         /* a running profiler somewhere, or guarded sampling */
 bool mia_prof_any_running;         /* a running profiler somewhere */
 static _Atomic(int) mia_prof_running_count;

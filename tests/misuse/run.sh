@@ -382,7 +382,7 @@ elif [ $guarded = yes ]; then
   [ "${g:-0}" = 100 ] || problem "expected all 100 blocks of 1500 bytes guarded, got ${g:-none}"
   check "guarded sampling ($mode): sizes inside [MIN, MAX] are (1500 bytes in [1KiB, 2KiB])"
 else
-  skip "guarded sampling ($mode)" "not compiled in (no MIALLOC_GUARDED in config.h: --disable-guarded)"
+  skip "guarded sampling ($mode)" "not compiled in (MIALLOC_GUARDED is 0 in config.h: --disable-guarded)"
 fi
 
 echo "1..$n"

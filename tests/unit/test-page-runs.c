@@ -7,18 +7,10 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#ifdef MIALLOC_SECURE
-#define SECURE 1
-#else
-#define SECURE 0
-#endif
+#define SECURE MIALLOC_SECURE
 /* debug builds fill every fresh block of a run, and the last one may reach
  * into the next OS page */
-#ifdef MIALLOC_DEBUG
-#define FILLED 1
-#else
-#define FILLED 0
-#endif
+#define FILLED MIALLOC_DEBUG
 
 /* a block from a regular page of h (guarded sampling, on by default in
  * secure builds, may place the odd block elsewhere: ask again) */
