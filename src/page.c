@@ -23,11 +23,6 @@ static void mia_page_new_keys(mia_page_t *page) {
   page->keys[0] = mia_mix64(seed ^ (c << 1)) | 1;
   page->keys[1] = mia_mix64(seed ^ ((c << 1) | 1));
 }
-
-static size_t mia_gcd(size_t a, size_t b) {
-  while (b != 0) { size_t t = a % b; a = b; b = t; }
-  return a;
-}
 #endif
 
 /* debug builds fill fresh blocks, so they are not zero */
@@ -82,30 +77,43 @@ static inline void mia_block_mark_fresh(mia_block_t *b) {
 }
 
 #if MIALLOC_SECURE
-/* Link n > 2 fresh blocks in a random order: a random start and a random
- * stride coprime with n, so an attacker cannot predict which block
- * follows which.  The page's keys mixed with how far it is carved give a
- * fresh order for every run, with no system call.  The index steps by
- * subtraction rather than a division per block (stride < n). */
+/* Link n > 2 fresh blocks in a random order that keeps their locality.
+ * The run is cut into MIA_SHUFFLE_STREAMS slices, and each next block is
+ * the next one of a slice drawn at random.  Which block follows which is
+ * a fresh draw for every block (the random stride used before could be
+ * read off two addresses), while a program that walks its objects in the
+ * order it allocated them walks a few ascending streams, which caches and
+ * prefetchers follow.  (That stride, and 16 streams, made Lua's table
+ * walks about 1.9x slower than in release builds, every next object on
+ * another cache line; 4 streams about 1.25x.)  The page's keys mixed with
+ * how far it is carved seed the draws, with no system call. */
+#define MIA_SHUFFLE_STREAMS 4
 static mia_block_t *mia_page_thread_shuffled(mia_page_t *page, uint8_t *first, size_t n) {
   size_t bsize = page->block_size;
-  uint64_t r = (page->keys[0] ^ ((uint64_t)page->capacity * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull;
-  r ^= r >> 31;
-  size_t idx = (size_t)(r % n);
-  size_t stride = 1 + (size_t)((r >> 32) % (n - 1));
-  while (mia_gcd(stride, n) != 1) stride = stride % (n - 1) + 1;
-  uint8_t *cur = first + idx * bsize;
-  mia_block_t *head = (mia_block_t *)cur;
-  for (size_t i = 1; i < n; i++) {
-    idx += stride;
-    if (idx >= n) idx -= n;
-    uint8_t *next = first + idx * bsize;
-    mia_block_set_next(page, (mia_block_t *)cur, (mia_block_t *)next);
-    mia_block_mark_fresh((mia_block_t *)cur);
-    cur = next;
+  size_t k = n < MIA_SHUFFLE_STREAMS ? n : MIA_SHUFFLE_STREAMS;
+  uint8_t *next[MIA_SHUFFLE_STREAMS], *end[MIA_SHUFFLE_STREAMS];
+  for (size_t j = 0; j < k; j++) {
+    next[j] = first + j * n / k * bsize;
+    end[j] = first + (j + 1) * n / k * bsize;
   }
-  mia_block_set_next(page, (mia_block_t *)cur, NULL);
-  mia_block_mark_fresh((mia_block_t *)cur);
+  uint64_t r = mia_mix64(page->keys[0] ^ ((uint64_t)page->capacity * 0x9e3779b97f4a7c15ull));
+  mia_block_t *head = NULL, *tail = NULL;
+  while (k > 0) {
+    r = r * 6364136223846793005ull + 1442695040888963407ull;   /* LCG: its high bits */
+    size_t j = (size_t)(((r >> 32) * k) >> 32);                  /* below k, no division */
+    mia_block_t *b = (mia_block_t *)next[j];
+    next[j] += bsize;
+    if (next[j] == end[j]) {   /* slice used up: the last one takes its place */
+      k--;
+      next[j] = next[k];
+      end[j] = end[k];
+    }
+    if (tail != NULL) mia_block_set_next(page, tail, b);
+    else head = b;
+    mia_block_mark_fresh(b);
+    tail = b;
+  }
+  mia_block_set_next(page, tail, NULL);
   return head;
 }
 #endif

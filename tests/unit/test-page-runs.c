@@ -72,16 +72,39 @@ int main(void) {
   uint8_t *seen = calloc(reserved, 1);
   bool in_page = true, once = true;
   seen[(size_t)(first - page->start) / bsize] = 1;
+  /* the order: how often the next block is the one after the last, and
+   * how many different steps there are between them */
+  size_t adjacent = 0, steps = 0, distinct = 0;
+  ptrdiff_t seen_steps[16];
+  uint8_t *prev = first;
   for (uint32_t i = 1; i < reserved; i++) {
     uint8_t *p = regular_block(h2, 48);
     if (mia_page_of(p) != page) { in_page = false; break; }
     size_t idx = (size_t)(p - page->start) / bsize;
     if (idx >= reserved || seen[idx]) once = false;
     else seen[idx] = 1;
+    ptrdiff_t step = p - prev;
+    bool known = false;
+    for (size_t d = 0; d < distinct; d++) known |= seen_steps[d] == step;
+    if (!known && distinct < 16) seen_steps[distinct++] = step;
+    adjacent += step == (ptrdiff_t)bsize;
+    steps++;
+    prev = p;
   }
   TAP_OK(in_page && page->capacity == reserved, "%u allocations carve the whole page (capacity %u)",
          reserved, page->capacity);
   TAP_OK(once, "each of its blocks is handed out once");
+  if (SECURE) {
+    /* a few ascending streams drawn at random: the next block is often the
+     * one after the last (locality), but not mostly, and not by one fixed
+     * stride */
+    TAP_OK(adjacent * 8 >= steps && adjacent * 2 <= steps && distinct >= 16,
+           "fresh blocks come in a random order of ascending streams (%zu of %zu steps to the next block, "
+           "%zu%s different steps)", adjacent, steps, distinct, distinct == 16 ? " or more" : "");
+  } else {
+    TAP_OK(adjacent == steps, "fresh blocks come in address order (%zu of %zu steps to the next block)",
+           adjacent, steps);
+  }
   free(seen);
   mi_heap_destroy(h2);
   mi_heap_destroy(h);
