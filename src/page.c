@@ -84,8 +84,8 @@ static inline void mia_block_mark_fresh(mia_block_t *b) {
  * read off two addresses), while a program that walks its objects in the
  * order it allocated them walks a few ascending streams, which caches and
  * prefetchers follow.  (That stride, and 16 streams, made Lua's table
- * walks about 1.9x slower than in release builds, every next object on
- * another cache line; 4 streams about 1.25x.)  The page's keys mixed with
+ * walks 1.7-1.9x slower than in release builds, every next object on
+ * another cache line; 4 streams 1.05-1.25x.)  The page's keys mixed with
  * how far it is carved seed the draws, with no system call. */
 #define MIA_SHUFFLE_STREAMS 4
 static mia_block_t *mia_page_thread_shuffled(mia_page_t *page, uint8_t *first, size_t n) {
