@@ -67,12 +67,14 @@ void mia_stat_page(const mia_page_t *page, int delta) {
   mia_stat_add(&mia_stats_global.in_use, delta * (int64_t)page->slice_count * (int64_t)MIA_SLICE_SIZE);
 }
 
-/* The bytes of the blocks handed out in seg's pages (huge spans: none,
- * they are counted apart); how many segments seg's span covers.  Remote
- * frees not yet taken in by the owner count as freed.  Read while owners
- * allocate: a snapshot, exact when the other threads are idle. */
-static size_t mia_count_live(mia_segment_t *seg, void *arg) {
-  size_t *live = arg;
+/* Adds seg's pages to the usage in arg: the bytes of the blocks handed out
+ * (huge spans: none, they are counted apart) and, per size class, the
+ * blocks handed out and the blocks still free (never carved included);
+ * returns how many segments seg's span covers.  Remote frees not yet taken
+ * in by the owner count as freed.  Read while owners allocate: a snapshot,
+ * exact when the other threads are idle. */
+static size_t mia_count_usage(mia_segment_t *seg, void *arg) {
+  mia_heap_usage_t *usage = arg;
   /* a segment being set up, or the rest of a span the walk got into */
   if (seg->cookie != ((uintptr_t)seg ^ mia_process_secret)) return 1;
   size_t span = seg->size / MIA_SEGMENT_SIZE;
@@ -85,18 +87,23 @@ static size_t mia_count_live(mia_segment_t *seg, void *arg) {
     if (((used_mask >> idx) & 1) && slices > 0 && !page->is_guarded && !page->is_huge) {
       uint32_t used = __atomic_load_n(&page->used, __ATOMIC_RELAXED);
       uint32_t pending = mia_tf_count(atomic_load_explicit(&page->thread_free, memory_order_relaxed));
-      if (pending < used) *live += (size_t)(used - pending) * page->block_size;
+      uint32_t live = pending < used ? used - pending : 0;
+      uint32_t reserved = page->reserved;
+      usage->live_bytes += (size_t)live * page->block_size;
+      if (page->bin >= 1 && page->bin <= MIA_BIN_COUNT) {
+        usage->bin_live[page->bin] += live;
+        usage->bin_free[page->bin] += reserved > live ? reserved - live : 0;
+      }
     }
     idx += slices > 0 ? slices : 1;
   }
   return span;
 }
 
-/* Bytes of live blocks outside huge spans, in every sub-process (mallinfo). */
-size_t mia_stats_live_bytes(void) {
-  size_t live = 0;
-  mia_subprocs_visit_claimed(mia_count_live, &live);
-  return live;
+/* The pages of every sub-process, added up (mallinfo, malloc_info). */
+void mia_stats_heap_usage(mia_heap_usage_t *usage) {
+  memset(usage, 0, sizeof *usage);
+  mia_subprocs_visit_claimed(mia_count_usage, usage);
 }
 
 /* A huge span is in use, and committed, as a whole from the moment it is

@@ -1,6 +1,6 @@
 /* test-posix.c -- the posix/glibc-style entry points: valloc, pvalloc,
  * reallocarray, mi_reallocarr, malloc_usable_size, malloc_trim, mallinfo,
- * mallinfo2, cfree; the glibc-internal names (__libc_malloc & co.) as a
+ * mallinfo2, malloc_stats, malloc_info, cfree; the glibc-internal names (__libc_malloc & co.) as a
  * program finds them with dlsym; and libc functions that allocate
  * (strdup, asprintf, getline), which must now get mialloc's memory.
  */
@@ -349,6 +349,16 @@ static void test_libc_names(void) {
   s = lookup("__libc_valloc");    memcpy(&l_valloc, &s, sizeof s);
   s = lookup("__libc_pvalloc");   memcpy(&l_pvalloc, &s, sizeof s);
   s = lookup("__posix_memalign"); memcpy(&l_posix_memalign, &s, sizeof s);
+  lookup("malloc_stats");
+  lookup("malloc_info");
+  s = lookup("__libc_mallinfo");
+  if (s) {
+    struct mallinfo (*l_mallinfo)(void);
+    memcpy(&l_mallinfo, &s, sizeof s);
+    struct mallinfo mi = l_mallinfo();
+    TAP_OK(mi.arena > 0 && mi.uordblks > 0 && mi.uordblks <= mi.arena,
+           "__libc_mallinfo answers from mialloc (arena %d, uordblks %d)", mi.arena, mi.uordblks);
+  }
 
   if (l_malloc) {
     unsigned char *p = l_malloc(777);
@@ -455,6 +465,126 @@ static void test_libc_allocations(void) {
   free(rp);
 }
 
+/* Reads what f holds from the start into a NUL-terminated buffer. */
+static char *slurp(FILE *f) {
+  static char buf[64 * 1024];
+  fflush(f);
+  rewind(f);
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  return buf;
+}
+
+/* The number after "label" in text, or SIZE_MAX when it is not there. */
+static size_t number_after(const char *text, const char *label) {
+  const char *at = strstr(text, label);
+  if (at == NULL) return SIZE_MAX;
+  at += strlen(label);
+  while (*at == ' ' || *at == '=' || *at == '"') at++;
+  if (*at < '0' || *at > '9') return SIZE_MAX;
+  return (size_t)strtoull(at, NULL, 10);
+}
+
+enum { NINFO = 1000, INFO_SIZE = 500 };
+
+/* malloc_stats writes glibc's report on stderr, with mialloc's figures */
+static void test_malloc_stats(size_t huge_sz) {
+  FILE *out = tmpfile();
+  int saved = dup(2);
+  TAP_OK(out != NULL && saved >= 0, "a temporary file for stderr");
+  if (out == NULL || saved < 0) return;
+  fflush(stderr);
+  dup2(fileno(out), 2);
+  struct mallinfo2 m = mallinfo2();
+  malloc_stats();
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  const char *text = slurp(out);
+  TAP_OK(strncmp(text, "Arena 0:\n", 9) == 0 && strstr(text, "Total (incl. mmap):\n") != NULL,
+         "malloc_stats prints glibc's headings");
+  size_t sys = number_after(text, "system bytes");
+  size_t used = number_after(text, "in use bytes");
+  TAP_OK(sys == m.arena && used == m.uordblks, "malloc_stats: arena 0's system and in-use bytes (%zu, %zu) are "
+         "mallinfo2's arena and uordblks (%zu, %zu)", sys, used, m.arena, m.uordblks);
+  TAP_OK(used >= NINFO / 2 * INFO_SIZE && used <= sys, "malloc_stats: %zu bytes in use cover the %d live blocks "
+         "of %d bytes and fit in the %zu held", used, NINFO / 2, INFO_SIZE, sys);
+  const char *total = strstr(text, "Total (incl. mmap):");
+  size_t total_used = total ? number_after(total, "in use bytes") : SIZE_MAX;
+  TAP_OK(total_used != SIZE_MAX && total_used >= used + huge_sz, "malloc_stats: the total in use (%zu) adds the "
+         "%zu-byte huge block", total_used, huge_sz);
+  size_t max_bytes = number_after(text, "max mmap bytes");
+  size_t max_regions = number_after(text, "max mmap regions");
+  TAP_OK(max_regions != SIZE_MAX && max_regions >= 1 && max_bytes != SIZE_MAX && max_bytes >= huge_sz,
+         "malloc_stats: max mmap regions %zu, max mmap bytes %zu count the huge block", max_regions, max_bytes);
+  fclose(out);
+}
+
+/* malloc_info writes glibc's XML document, with mialloc's figures */
+static void test_malloc_info(void **blocks, size_t huge_sz) {
+  FILE *out = tmpfile();
+  TAP_OK(out != NULL, "a temporary file for malloc_info");
+  if (out == NULL) return;
+  struct mallinfo2 m = mallinfo2();
+  int rc = malloc_info(0, out);
+  const char *text = slurp(out);
+  TAP_OK(rc == 0, "malloc_info(0, f) returns 0 (got %d)", rc);
+  size_t len = strlen(text);
+  TAP_OK(strncmp(text, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n", 40) == 0 && len > 10 &&
+             strcmp(text + len - 10, "</malloc>\n") == 0,
+         "malloc_info: a <malloc version=\"1\"> document with heap 0 and its sizes");
+  size_t current = number_after(text, "<system type=\"current\" size=");
+  TAP_OK(current == m.arena, "malloc_info: system current (%zu) is mallinfo2's arena (%zu)", current, m.arena);
+  const char *whole = strstr(text, "</heap>");
+  size_t mmap_count = whole ? number_after(whole, "<total type=\"mmap\" count=") : SIZE_MAX;
+  const char *mmap_at = whole ? strstr(whole, "<total type=\"mmap\"") : NULL;
+  size_t mmap_size = mmap_at ? number_after(mmap_at, "size=") : SIZE_MAX;
+  TAP_OK(mmap_count == m.hblks && mmap_count >= 1 && mmap_size == m.hblkhd && mmap_size >= huge_sz,
+         "malloc_info: the mmap total (%zu blocks, %zu bytes) is the live huge block", mmap_count, mmap_size);
+  /* the size class of the 500-byte blocks, half of them freed, lists free blocks */
+  size_t cls = mi_usable_size(blocks[1]);
+  char want[64];
+  snprintf(want, sizeof want, "to=\"%zu\"", cls);
+  const char *line = strstr(text, want);
+  size_t from = SIZE_MAX, count = SIZE_MAX;
+  if (line) {
+    const char *start = line;
+    while (start > text && start[-1] != '\n') start--;
+    from = number_after(start, "from=");
+    count = number_after(line, "count=");
+  }
+  TAP_OK(line != NULL && from <= INFO_SIZE && count >= NINFO / 2, "malloc_info: a <size> line for %d-byte blocks "
+         "(from %zu to %zu) counts the %d freed among its free blocks (%zu)", INFO_SIZE, from, cls, NINFO / 2, count);
+  size_t max = number_after(text, "<system type=\"max\" size=");
+  TAP_OK(max != SIZE_MAX && max >= current, "malloc_info: system max (%zu) >= current (%zu)", max, current);
+  rc = malloc_info(1, out);
+  TAP_OK(rc == EINVAL, "malloc_info(1, f) refuses the option with EINVAL, as glibc (got %d)", rc);
+  fclose(out);
+}
+
+static void test_heap_reports(void) {
+  void **blocks = malloc(NINFO * sizeof *blocks);
+  TAP_OK(blocks != NULL, "a table of %d blocks", NINFO);
+  if (blocks == NULL) return;
+  for (int i = 0; i < NINFO; i++) {
+    blocks[i] = malloc(INFO_SIZE);
+    if (blocks[i]) memset(blocks[i], 5, INFO_SIZE);
+  }
+  for (int i = 0; i < NINFO; i += 2) {
+    free(blocks[i]);
+    blocks[i] = NULL;
+  }
+  size_t huge_sz = 9 * MiB;
+  void *huge = malloc(huge_sz);
+  if (huge) memset(huge, 6, huge_sz);
+  sink = huge;
+  test_malloc_stats(huge_sz);
+  test_malloc_info(blocks, huge_sz);
+  free(huge);
+  for (int i = 1; i < NINFO; i += 2) free(blocks[i]);
+  free(blocks);
+}
+
 int main(void) {
   long ps = sysconf(_SC_PAGESIZE);
   page_size = ps > 0 ? (size_t)ps : 4096;
@@ -462,6 +592,7 @@ int main(void) {
   test_reallocarray();
   test_misc();
   test_mallinfo();
+  test_heap_reports();
   test_libc_names();
   test_libc_allocations();
   return tap_done();
