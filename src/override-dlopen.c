@@ -32,7 +32,9 @@ __attribute__((used)) mia_dlopen_fn mia_dlopen_next;
 __attribute__((used)) int mia_dlopen_mode_mask = ~0;
 
 /* The first dlopen: find the next one (glibc's) and decide on the flag.
- * Two threads doing this at once store the same values. */
+ * Two threads doing this at once store the same values.  Not static: the
+ * assembly below calls it by name, so it is declared for it alone. */
+mia_dlopen_fn mia_dlopen_resolve(void);
 __attribute__((used)) mia_dlopen_fn mia_dlopen_resolve(void) {
   mia_dlopen_fn next = (mia_dlopen_fn)dlsym(RTLD_NEXT, "dlopen");
   bool keep = mia_option_get_fast(mi_option_dlopen_deepbind) != 0;
