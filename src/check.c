@@ -205,7 +205,7 @@ static inline bool mia_free_checked_fast(mia_page_t *page, void *p) {
 void mia_free_checked(void *p) {
   mia_page_t *page = mia_page_of(p);
   if (page == NULL) {
-    if (p != NULL) mia_free_invalid(p);
+    if (p != NULL) mia_free_invalid("free", p);
     return;
   }
   if (mia_likely(mia_free_checked_fast(page, p))) return;

@@ -108,7 +108,7 @@ static inline void mia_free_raw(mia_page_t *page, void *p) {
 static inline void mia_free_secure(void *p) {
   mia_page_t *page = mia_page_of(p);
   if (mia_unlikely(page == NULL)) {
-    if (p != NULL) mia_free_invalid(p);
+    if (p != NULL) mia_free_invalid("free", p);
     return;
   }
   if (mia_unlikely(page->free_key != mia_prim_thread_id() || mia_block_index_exact(page, p) >= page->capacity)) {
@@ -131,7 +131,7 @@ static inline void mia_free_secure(void *p) {
 static inline bool mia_realloc_source_ok(void *p, mia_page_t **page_out) {
   mia_page_t *page = *page_out = mia_page_of(p);
   if (mia_unlikely(page == NULL)) {
-    mia_free_invalid(p);
+    mia_free_invalid("realloc", p);
     errno = EINVAL;
     return false;
   }
@@ -167,7 +167,7 @@ static inline void mia_free_inline(void *p) {
   }
   mia_page_t *page = mia_page_of_in_range(p);
   if (mia_unlikely(page == NULL)) {
-    if (p != NULL) mia_free_invalid(p);
+    if (p != NULL) mia_free_invalid("free", p);
     return;
   }
   mia_free_raw(page, p);

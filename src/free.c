@@ -18,14 +18,15 @@ static bool mia_in_own_arena(const void *p) {
 /* A pointer the page map does not know: from another allocator (a program
  * that links its own while mialloc is preloaded), from the stack, or a
  * stale pointer into memory we gave back.  Writing to it could corrupt
- * someone else's memory, so it is reported and otherwise ignored. */
-void mia_free_invalid(void *p) {
+ * someone else's memory, so it is reported and otherwise ignored; op is
+ * the call the report names (free, realloc). */
+void mia_free_invalid(const char *op, void *p) {
   /* inside our own arenas it is no other allocator's memory: a block whose
    * page (or huge span) went back when it was freed, freed again -- the
    * error it is in every build */
   if (mia_in_own_arena(p)) {
-    mia_error(EFAULT, "free: pointer %p is not an allocated block: a double free of a block whose memory was "
-              "given back, or a pointer into heap memory not handed out\n", p);
+    mia_error(EFAULT, "%s: pointer %p is not an allocated block: a double free of a block whose memory was "
+              "given back, or a pointer into heap memory not handed out\n", op, p);
     return;
   }
   /* printed once per process (every one with MIALLOC_VERBOSE): a program
@@ -35,8 +36,8 @@ void mia_free_invalid(void *p) {
   bool first = __atomic_fetch_add(&mia_stats_global.foreign_frees, 1, __ATOMIC_RELAXED) == 0;
   int show = mia_checked_build() ? MIA_SHOW_ERROR : first ? MIA_SHOW_WARNING : MIA_SHOW_WARNING | MIA_SHOW_VERBOSE;
   mia_report(EFAULT, show,
-             "free: ignoring pointer %p that was not allocated by mialloc "
-             "(another allocator's memory, a stack address, or memory already returned)\n", p);
+             "%s: ignoring pointer %p that was not allocated by mialloc "
+             "(another allocator's memory, a stack address, or memory already returned)\n", op, p);
 }
 
 /* p is off a 16-byte boundary.  Blocks of aligned allocations at an
@@ -55,7 +56,7 @@ bool mia_odd_interior(const char *op, const mia_page_t *page, const void *p) {
  * or off a 16-byte boundary. */
 void mia_free_odd(void *p) {
   mia_page_t *page = mia_page_of(p);
-  if (page == NULL || page->block_size == 0) mia_free_invalid(p);
+  if (page == NULL || page->block_size == 0) mia_free_invalid("free", p);
   else if (!mia_odd_interior("free", page, p)) mia_free_generic(p, page);
 }
 

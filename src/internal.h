@@ -744,7 +744,7 @@ char *mia_strdup(mia_theap_t *theap, const char *s);
 char *mia_strndup(mia_theap_t *theap, const char *s, size_t n);
 char *mia_realpath(mia_theap_t *theap, const char *fname, char *resolved_name);
 void mia_free_generic(void *p, mia_page_t *page) mia_noinline;
-void mia_free_invalid(void *p) mia_cold;
+void mia_free_invalid(const char *op, void *p) mia_cold;
 void mia_free_odd(void *p) mia_cold;
 bool mia_odd_interior(const char *op, const mia_page_t *page, const void *p) mia_cold;
 size_t mia_usable_size(const void *p);

@@ -105,6 +105,26 @@ int main(void) {
              count_of(messages, "not allocated by mialloc") == 0,
          "a double free of a huge block: reported as such each time (%d calls)", ncodes);
   huge_reports = 2;
+
+  /* realloc of the same pointers: NULL and EINVAL, and reports that name
+   * realloc (in release builds the foreign pointer's was printed above) */
+  ncodes = 0;
+  messages[0] = 0;
+  errno = 0;
+  void *r1 = realloc(huge, 100);
+  int e1 = errno;
+  errno = 0;
+  void *r2 = realloc(stack_buf + 8, 100);
+  int e2 = errno;
+  TAP_OK(r1 == NULL && e1 == EINVAL && r2 == NULL && e2 == EINVAL && ncodes == 2 && codes[0] == EFAULT &&
+             codes[1] == EFAULT,
+         "realloc of a freed huge block and of a stack address: NULL, EINVAL, EFAULT reported (%d calls)", ncodes);
+  TAP_OK(count_of(messages, "realloc: pointer") == 1 && count_of(messages, "free:") == 0,
+         "the freed huge block's report names realloc, not free");
+#if MIALLOC_SECURE || MIALLOC_DEBUG
+  TAP_OK(count_of(messages, "realloc: ignoring pointer") == 1, "and so does the stack address's (secure/debug)");
+#endif
+  huge_reports += 2;
 #endif
 
   /* EOVERFLOW: sizes that cannot be satisfied; errno is ENOMEM as C says */
