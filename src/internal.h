@@ -507,10 +507,9 @@ mia_arena_t *mia_arena_by_id(mia_subproc_t *sp, int id);
 void mia_arenas_destroy(mia_subproc_t *sp);
 void mia_arenas_visit_claimed(mia_subproc_t *sp, size_t (*fn)(mia_segment_t *seg, void *arg), void *arg);
 void mia_subprocs_visit_claimed(size_t (*fn)(mia_segment_t *seg, void *arg), void *arg);
-/* the claimed pages added up, per size class too (stats.c) */
+/* the claimed pages added up (stats.c) */
 typedef struct mia_heap_usage_s {
   size_t live_bytes;                   /* blocks handed out, outside huge spans */
-  size_t bin_live[MIA_BIN_COUNT + 1];  /* blocks handed out per size class */
   size_t bin_free[MIA_BIN_COUNT + 1];  /* blocks free per size class, never carved included */
 } mia_heap_usage_t;
 void mia_stats_heap_usage(mia_heap_usage_t *usage);

@@ -69,8 +69,8 @@ void mia_stat_page(const mia_page_t *page, int delta) {
 
 /* Adds seg's pages to the usage in arg: the bytes of the blocks handed out
  * (huge spans: none, they are counted apart) and, per size class, the
- * blocks handed out and the blocks still free (never carved included);
- * returns how many segments seg's span covers.  Remote frees not yet taken
+ * blocks still free (never carved included); returns how many segments
+ * seg's span covers.  Remote frees not yet taken
  * in by the owner count as freed.  Read while owners allocate: a snapshot,
  * exact when the other threads are idle. */
 static size_t mia_count_usage(mia_segment_t *seg, void *arg) {
@@ -90,10 +90,8 @@ static size_t mia_count_usage(mia_segment_t *seg, void *arg) {
       uint32_t live = pending < used ? used - pending : 0;
       uint32_t reserved = page->reserved;
       usage->live_bytes += (size_t)live * page->block_size;
-      if (page->bin >= 1 && page->bin <= MIA_BIN_COUNT) {
-        usage->bin_live[page->bin] += live;
-        usage->bin_free[page->bin] += reserved > live ? reserved - live : 0;
-      }
+      if (page->bin >= 1 && page->bin <= MIA_BIN_COUNT && reserved > live)
+        usage->bin_free[page->bin] += reserved - live;
     }
     idx += slices > 0 ? slices : 1;
   }
