@@ -40,6 +40,8 @@
 #define MIA_GUARD_QUARANTINE 256    /* guarded allocations a freed slot stays closed for, at least */
 #define MIA_GUARD_OPEN_RUN  64      /* slots one mprotect reopens, at most */
 #define MIA_GUARD_MAX_SIZE  (MIA_GUARD_PAGE - 16)
+#define MIA_GUARD_CLOSE_BUDGET_NS 2000   /* a close up to this dear keeps the default rate */
+#define MIA_GUARD_MAX_SPARSER 6          /* the default rate made at most 64 times sparser */
 
 enum {
   SLOT_UNPREPARED = 0,   /* its slice's guard pages are not set yet */
@@ -75,6 +77,11 @@ static void (*mia_guard_old_plain)(int);
 /* the option defaults until mia_guarded_init reads the options */
 static size_t mia_guard_min, mia_guard_max = MIA_GUARD_MAX_SIZE;
 static long mia_guard_rate;
+/* The default rate of secure builds follows what a close costs here (see
+ * mia_guarded_note_close); a rate the user chose is kept as it is. */
+static bool mia_guard_adaptive;
+static uint64_t mia_guard_close_avg;    /* ns, a moving average of the closes timed */
+static uint32_t mia_guard_sparser;      /* the rate in use is mia_guard_rate << this */
 
 /* ---- slot addressing ---- */
 
@@ -184,8 +191,10 @@ static bool mia_guard_add_segment(void) {
 /* The rate and the size window are read by every thread's slow paths
  * while mi_heap_guarded_set_* may change them: relaxed atomics, since a
  * draw made with the old value just comes out a little different. */
-static void mia_guarded_apply(long rate, size_t min, size_t max) {
+static void mia_guarded_apply(long rate, size_t min, size_t max, bool adaptive) {
   if (max > MIA_GUARD_MAX_SIZE) max = MIA_GUARD_MAX_SIZE;
+  __atomic_store_n(&mia_guard_adaptive, adaptive, __ATOMIC_RELAXED);
+  if (!adaptive) __atomic_store_n(&mia_guard_sparser, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&mia_guard_rate, rate, __ATOMIC_RELAXED);
   __atomic_store_n(&mia_guard_min, min, __ATOMIC_RELAXED);
   __atomic_store_n(&mia_guard_max, max, __ATOMIC_RELAXED);
@@ -201,7 +210,9 @@ void mia_guarded_init(void) {
   /* the window too when the rate is 0: mi_heap_guarded_set_sample_rate
    * may turn sampling on later */
   long rate = mia_option_get_fast(mi_option_guarded_sample_rate);
-  mia_guarded_apply(rate, mi_option_get_size(mi_option_guarded_min), mi_option_get_size(mi_option_guarded_max));
+  bool adaptive = rate > 0 && mia_option_is_default(mi_option_guarded_sample_rate);   /* secure builds' default */
+  mia_guarded_apply(rate, mi_option_get_size(mi_option_guarded_min), mi_option_get_size(mi_option_guarded_max),
+                    adaptive);
 #endif
 }
 
@@ -237,7 +248,7 @@ mia_export void mi_heap_guarded_set_sample_rate(mi_heap_t *heap, size_t sample_r
   if (!mia_guarded_heap(heap)) return;
   long rate = sample_rate > (size_t)LONG_MAX ? LONG_MAX : (long)sample_rate;
   mia_guarded_apply(rate, __atomic_load_n(&mia_guard_min, __ATOMIC_RELAXED),
-                    __atomic_load_n(&mia_guard_max, __ATOMIC_RELAXED));
+                    __atomic_load_n(&mia_guard_max, __ATOMIC_RELAXED), false);
   mia_theap_t *theap = mia_heap_theap(heap);
   if (theap == NULL || theap == &mia_theap_empty) return;
   if (seed != 0) theap->random = mia_mix64(seed) | 1;   /* xorshift needs a non-zero state */
@@ -246,7 +257,8 @@ mia_export void mi_heap_guarded_set_sample_rate(mi_heap_t *heap, size_t sample_r
 
 mia_export void mi_heap_guarded_set_size_bound(mi_heap_t *heap, size_t min, size_t max) {
   if (!mia_guarded_heap(heap)) return;
-  mia_guarded_apply(__atomic_load_n(&mia_guard_rate, __ATOMIC_RELAXED), min, max);
+  mia_guarded_apply(__atomic_load_n(&mia_guard_rate, __ATOMIC_RELAXED), min, max,
+                    __atomic_load_n(&mia_guard_adaptive, __ATOMIC_RELAXED));
   mia_guarded_restart(mia_heap_theap(heap));
 }
 
@@ -279,9 +291,46 @@ bool mia_guarded_size_eligible(size_t size) {
  * [0, 2N-2], so the sample is on average the N-th block, and sampling
  * cannot lock onto a program's allocation pattern. */
 int32_t mia_guarded_draw(uint64_t random) {
-  uint64_t n = (uint64_t)__atomic_load_n(&mia_guard_rate, __ATOMIC_RELAXED);
+  uint64_t n = (uint64_t)mia_guarded_rate_in_use();
   if (n <= 1) return 0;
   return (int32_t)(random % (2 * n - 1));
+}
+
+/* A rate the user chose is used as it is, even while a close timed under
+ * the default is still being noted. */
+long mia_guarded_rate_in_use(void) {
+  long rate = __atomic_load_n(&mia_guard_rate, __ATOMIC_RELAXED);
+  if (!__atomic_load_n(&mia_guard_adaptive, __ATOMIC_RELAXED)) return rate;
+  return rate << __atomic_load_n(&mia_guard_sparser, __ATOMIC_RELAXED);
+}
+
+/* A close took ns.  What a guarded sample costs is mostly its close: one
+ * system call, and where other threads of the process run, a TLB flush on
+ * their CPUs, which some hypervisors make 5-20 times dearer than bare
+ * metal (doc/secure.md).  The default rate is meant to cost a few percent
+ * of a program that allocates all the time, which holds while a close
+ * takes about 2 us; where closes take longer, the default rate becomes
+ * sparser by the same factor (a power of two, at most 64), so secure
+ * builds keep their cost on such machines too.  The average moves by an
+ * eighth of each close, and one close counts at most four times the
+ * average (twice the budget while the average is small): a thread
+ * preempted in the call must not turn sampling down by more than a step,
+ * while closes that stay dear raise the average within a few samples. */
+void mia_guarded_note_close(uint64_t ns) {
+  if (!__atomic_load_n(&mia_guard_adaptive, __ATOMIC_RELAXED)) return;
+  /* racing threads may lose an update to each other: an average either way */
+  uint64_t avg = __atomic_load_n(&mia_guard_close_avg, __ATOMIC_RELAXED);
+  uint64_t cap = 4 * avg > 2 * MIA_GUARD_CLOSE_BUDGET_NS ? 4 * avg : 2 * MIA_GUARD_CLOSE_BUDGET_NS;
+  uint64_t most = (uint64_t)MIA_GUARD_CLOSE_BUDGET_NS << (MIA_GUARD_MAX_SPARSER + 1);
+  if (cap > most) cap = most;
+  if (ns > cap) ns = cap;
+  avg = avg == 0 ? ns : avg - avg / 8 + ns / 8;
+  __atomic_store_n(&mia_guard_close_avg, avg, __ATOMIC_RELAXED);
+  uint32_t sparser = 0;
+  while (sparser < MIA_GUARD_MAX_SPARSER && (avg >> sparser) > MIA_GUARD_CLOSE_BUDGET_NS) sparser++;
+  if (__atomic_exchange_n(&mia_guard_sparser, sparser, __ATOMIC_RELAXED) != sparser)
+    mia_verbose("guarded sampling: a close takes %llu ns; sampling 1 in %ld allocations\n", (unsigned long long)avg,
+                mia_guarded_rate_in_use());
 }
 
 /* ---- allocation and free ---- */
@@ -417,7 +466,10 @@ void mia_guarded_free(mia_page_t *page, void *p) {
   gs->state[local] = SLOT_BUSY;
   mia_unlock(&mia_guard_lock);
   /* the block's usable bytes end at the guard page: any overflow trapped */
+  bool timed = __atomic_load_n(&mia_guard_adaptive, __ATOMIC_RELAXED);
+  uint64_t start = timed ? mia_prim_clock_ns() : 0;
   mia_prim_protect(slot, MIA_GUARD_PAGE, MIA_PROT_NONE);
+  if (timed) mia_guarded_note_close(mia_prim_clock_ns() - start);
   mia_lock(&mia_guard_lock);
   gs->state[local] = SLOT_CLOSED;
   gs->closed_at[local] = mia_guard_seq;

@@ -86,6 +86,7 @@ void mia_output_to(mi_output_fun *out, void *arg, const char *fmt, ...)
 /* ---- options (options.c) ---- */
 void mia_options_init(void);
 long mia_option_get_fast(mi_option_t option);
+bool mia_option_is_default(mi_option_t option);
 
 /* ---- cpu features (cpu.c) ---- */
 typedef struct mia_cpu_features_s {
@@ -650,6 +651,8 @@ bool mia_guarded_visit(const mi_heap_t *heap, bool all, mi_block_visit_fun *visi
 bool mia_guarded_page_eligible(size_t block_size);
 bool mia_guarded_size_eligible(size_t size);
 int32_t mia_guarded_draw(uint64_t random);
+long mia_guarded_rate_in_use(void);
+void mia_guarded_note_close(uint64_t ns);
 /* The SIGSEGV handler that names the block behind a fault on a guard page
  * (guarded sampling's, and the page guards of secure builds). */
 void mia_guard_handler_ensure(void);

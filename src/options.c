@@ -66,7 +66,7 @@ static mia_option_desc_t mia_options[_mi_option_last] = {
   [mi_option_retry_on_oom] = {0, 0, MIA_OPT_LONG, "RETRY_ON_OOM", 400, "accepted for compatibility; no effect"},
   [mi_option_abort_on_error] = {0, 0, MIA_OPT_BOOL, "ABORT_ON_ERROR", 0, "abort the process after reporting any error (see mialloc(3) for the codes)"},
   [mi_option_purge_thread] = {0, 0, MIA_OPT_BOOL, "PURGE_THREAD", 1, "purge from a background thread so idle programs return memory"},
-  [mi_option_guarded_sample_rate] = {0, 0, MIA_OPT_LONG, "GUARDED_SAMPLE_RATE", MIA_GUARDED_DEFAULT_RATE, "place about 1 in N allocations against a guard page (0: off; builds with --enable-guarded; 4096 by default in secure builds)"},
+  [mi_option_guarded_sample_rate] = {0, 0, MIA_OPT_LONG, "GUARDED_SAMPLE_RATE", MIA_GUARDED_DEFAULT_RATE, "place about 1 in N allocations against a guard page (0: off; builds with --enable-guarded; by default in secure builds 4096, sparser where closing a page is slow)"},
   [mi_option_guarded_min] = {0, 0, MIA_OPT_SIZE, "GUARDED_MIN", 0, "smallest allocation guarded sampling considers (size)"},
   [mi_option_guarded_max] = {0, 0, MIA_OPT_SIZE, "GUARDED_MAX", 4080, "largest allocation guarded sampling considers (size, at most 4080)"},
   [mi_option_guarded_sample_seed] = {0, 0, MIA_OPT_LONG, "GUARDED_SAMPLE_SEED", 0, "seed of guarded sampling (0: random)"},
@@ -183,6 +183,12 @@ long mia_option_get_fast(mi_option_t option) {
    * functions asking for verbose/show_errors here cannot recurse */
   if (mia_unlikely(desc->state == MIA_OPT_UNINIT)) mia_option_init_one(option);
   return desc->value;
+}
+
+/* Neither the environment nor mi_option_set gave the option a value. */
+bool mia_option_is_default(mi_option_t option) {
+  (void)mia_option_get_fast(option);
+  return mia_options[option].state == MIA_OPT_DEFAULT;
 }
 
 static bool mia_option_valid(mi_option_t option) {
