@@ -306,8 +306,8 @@ long mia_guarded_rate_in_use(void) {
 
 /* A close took ns.  What a guarded sample costs is mostly its close: one
  * system call, and where other threads of the process run, a TLB flush on
- * their CPUs, which some hypervisors make 5-20 times dearer than bare
- * metal (doc/secure.md).  The default rate is meant to cost a few percent
+ * their CPUs: on the 2-core development VM 4-8 times what the 16-core
+ * machine of doc/secure.md's run 30 paid.  The default rate is meant to cost a few percent
  * of a program that allocates all the time, which holds while a close
  * takes about 2 us; where closes take longer, the default rate becomes
  * sparser by the same factor (a power of two, at most 64), so secure

@@ -485,9 +485,7 @@ static size_t number_after(const char *text, const char *label) {
   return (size_t)strtoull(at, NULL, 10);
 }
 
-enum { NINFO = 1000, INFO_SIZE = 500 };
-
-enum { MAX_CLASSES = 128 };
+enum { NINFO = 1000, INFO_SIZE = 500, MAX_CLASSES = 128 };
 
 /* The <size> lines of a malloc_info document: each class's upper bound
  * and free-block count; how many lines there were. */
