@@ -99,9 +99,9 @@ static void *mia_malloc_aligned_impl(mia_theap_t *theap, size_t size, size_t ali
     uintptr_t aligned = (((uintptr_t)block + offset + alignment - 1) & ~(uintptr_t)(alignment - 1)) - offset;
     if (aligned != (uintptr_t)block) {
       mia_page_t *page = mia_page_of(block);
-      if (!(page->flags & MIA_PAGE_HAS_ALIGNED)) {
-        page->flags |= MIA_PAGE_HAS_ALIGNED;
-        page->free_key |= MIA_PAGE_HAS_ALIGNED;
+      if (!(mia_page_flags(page) & MIA_PAGE_HAS_ALIGNED)) {
+        mia_page_set_flags(page, (uint8_t)(mia_page_flags(page) | MIA_PAGE_HAS_ALIGNED));
+        mia_page_set_free_key(page, mia_page_free_key(page) | MIA_PAGE_HAS_ALIGNED);
       }
       /* only a 16-byte boundary can be a former block's start, and there
        * the word is inside this block */

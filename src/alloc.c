@@ -45,7 +45,7 @@ size_t mia_usable_size(const void *p) {
 #if MIALLOC_PADDING
   return mia_padding_usable(page, p);
 #else
-  if (mia_likely((page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) == 0 && !page->is_huge))
+  if (mia_likely((mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) == 0 && !page->is_huge))
     return page->block_size;
   return mia_page_usable_of(page, p);
 #endif

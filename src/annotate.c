@@ -83,7 +83,7 @@ void mia_annot_zero(void *p, size_t size) {
  * offset allocations are known only by their start: those are skipped). */
 bool mia_annot_destroyed_block(mia_page_t *page, void *block, void *arg) {
   (void)arg;
-  if (page->flags & MIA_PAGE_HAS_ALIGNED) return true;
+  if (mia_page_flags(page) & MIA_PAGE_HAS_ALIGNED) return true;
   void *p = mia_prof_user_pointer(page, block);
 #if MIALLOC_VALGRIND
   VALGRIND_FREELIKE_BLOCK(p, 0);

@@ -137,7 +137,7 @@ static bool mia_check_free_ptr(mia_page_t *page, void *p, uint8_t **block_out, c
                 mia_size_class(page));
       return false;
     }
-    if ((uint8_t *)p != block && !(page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED))) {
+    if ((uint8_t *)p != block && !(mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED))) {
       mia_error(EINVAL, "%s: pointer %p points into the middle of the %zu-byte block at %p\n", op, p,
                 mia_size_class(page), (void *)block);
       return false;
@@ -181,7 +181,7 @@ static bool mia_check_free_ptr(mia_page_t *page, void *p, uint8_t **block_out, c
  * the record one block size further holds a live canary for its address
  * (an interior pointer lands on bytes that cannot hold that canary). */
 static inline bool mia_free_checked_fast(mia_page_t *page, void *p) {
-  if (mia_unlikely((page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) || page->is_huge ||
+  if (mia_unlikely((mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) || page->is_huge ||
                    page->is_guarded))
     return false;
   uint8_t *rec = (uint8_t *)p + page->block_size - MIA_PADDING_SIZE;
@@ -218,7 +218,7 @@ void mia_free_checked(void *p) {
   mia_padding_t *pad = mia_padding_of(page, block);
   /* the profiler's header goes with the fill below: report it first (the
    * cookie is cleared, so the ordinary free does not report it again) */
-  if (page->flags & MIA_PAGE_HAS_SAMPLED) mia_prof_free(page, block, p);
+  if (mia_page_flags(page) & MIA_PAGE_HAS_SAMPLED) mia_prof_free(page, block, p);
 #if MIALLOC_DEBUG
   if (!page->is_huge)
     memset(block + sizeof(mia_block_t), MIA_FREED_FILL, (size_t)((uint8_t *)pad - block) - sizeof(mia_block_t));
@@ -497,7 +497,7 @@ void mia_free_secure_suspect(mia_page_t *page, void *p) {
  * blocks and pointers that are not a block start. */
 static bool mia_secure_block_live(mia_page_t *page, void *p, const char *op) {
   /* huge blocks of aligned allocations start past the span's start */
-  bool offsets = (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) != 0 || page->is_huge;
+  bool offsets = (mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) != 0 || page->is_huge;
   uint8_t *block = mia_page_block_start(page, p);
   if (!page->is_huge) {
     size_t index = (size_t)(block - page->start) / page->block_size;
@@ -529,7 +529,7 @@ static mia_noinline void mia_free_secure_special(mia_page_t *page, void *p) {
  * in a plain page: they get the fast path's checks, then the generic free,
  * all in tail calls so that this path keeps no frame either. */
 void mia_free_secure_slow(mia_page_t *page, void *p) {
-  bool plain = (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) == 0 && !page->is_huge && !page->is_guarded;
+  bool plain = (mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) == 0 && !page->is_huge && !page->is_guarded;
   if (mia_unlikely(!plain || mia_block_index_exact(page, p) >= page->capacity)) {
     mia_free_secure_special(page, p);
     return;
@@ -541,7 +541,7 @@ void mia_free_secure_slow(mia_page_t *page, void *p) {
   /* a plain block of another thread's page (or an abandoned one): nothing
    * the generic free would check is left, so it goes straight to the
    * page's thread_free list (secure builds never hold blocks: no thinning) */
-  uintptr_t owner = page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
+  uintptr_t owner = mia_page_free_key(page) & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
   if (mia_likely(owner != mia_prim_thread_id())) {
     mia_free_remote(page, p);
     return;
@@ -595,7 +595,7 @@ static bool mia_realloc_block_live(mia_page_t *page, void *p) {
   /* as the generic free: the block start first where blocks have offsets,
    * and a block held by thinning before its mark is read */
   void *block = p;
-  if ((page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED | MIA_PAGE_HAS_HELD)) && !page->is_huge) {
+  if ((mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED | MIA_PAGE_HAS_HELD)) && !page->is_huge) {
     block = mia_page_block_start(page, p);
     if (mia_page_block_held(page, block)) {
       mia_report_freed("realloc", page->block_size, p);
@@ -603,7 +603,7 @@ static bool mia_realloc_block_live(mia_page_t *page, void *p) {
     }
   }
   if (page->is_huge || !mia_block_marked_free(block)) return true;
-  uintptr_t owner = page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
+  uintptr_t owner = mia_page_free_key(page) & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
   if (!mia_marked_block_free(page, block, owner != 0 && owner == mia_prim_thread_id())) return true;
   mia_report_freed("realloc", page->block_size, p);
   return false;

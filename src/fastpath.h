@@ -86,7 +86,7 @@ static inline void mia_free_local(mia_page_t *page, void *p) {
  * owns its page, in a page with no special flags, goes onto local_free
  * (unless it carries the free mark: a tail call checks that case). */
 static inline void mia_free_raw(mia_page_t *page, void *p) {
-  if (mia_likely(page->free_key == mia_prim_thread_id())) {
+  if (mia_likely(mia_page_free_key(page) == mia_prim_thread_id())) {
     if (mia_unlikely(mia_block_marked_free(p))) {
       mia_free_marked(p, page);
       return;
@@ -111,7 +111,7 @@ static inline void mia_free_secure(void *p) {
     if (p != NULL) mia_free_invalid("free", p);
     return;
   }
-  if (mia_unlikely(page->free_key != mia_prim_thread_id() || mia_block_index_exact(page, p) >= page->capacity)) {
+  if (mia_unlikely(mia_page_free_key(page) != mia_prim_thread_id() || mia_block_index_exact(page, p) >= page->capacity)) {
     mia_free_secure_slow(page, p);
     return;
   }
@@ -135,7 +135,7 @@ static inline bool mia_realloc_source_ok(void *p, mia_page_t **page_out) {
     errno = EINVAL;
     return false;
   }
-  bool plain = (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED | MIA_PAGE_HAS_HELD)) == 0 &&
+  bool plain = (mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED | MIA_PAGE_HAS_HELD)) == 0 &&
                !page->is_huge && !page->is_guarded;
 #if MIALLOC_SECURE && !MIALLOC_PADDING
   if (mia_likely(plain && mia_block_index_exact(page, p) < page->capacity && !mia_block_looks_free(page, p)))

@@ -46,7 +46,7 @@ void mia_free_invalid(const char *op, void *p) {
  * the block's tail on a free list, to be handed out while the block is
  * live, so op ("free", "realloc") reports it, and true says to ignore it. */
 bool mia_odd_interior(const char *op, const mia_page_t *page, const void *p) {
-  if ((page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) || page->is_huge || page->is_guarded) return false;
+  if ((mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) || page->is_huge || page->is_guarded) return false;
   mia_error(EINVAL, "%s: pointer %p points into the middle of the %zu-byte block at %p\n", op, p, page->block_size,
             mia_page_block_start(page, p));
   return true;
@@ -81,7 +81,7 @@ void mia_free_odd(void *p) {
 
 static inline bool mia_remote_batchable(const mia_page_t *page, uintptr_t owner) {
   const mia_segment_t *seg = mia_segment_of_page(page);
-  const mi_heap_t *heap = seg->heap;
+  const mi_heap_t *heap = __atomic_load_n(&seg->heap, __ATOMIC_RELAXED);
   return owner != 0 && page->block_size <= MIA_REMOTE_BATCH_BYTES / 2 && seg->subproc == &mia_subproc_main &&
          (heap == NULL || heap == &mia_subproc_main.heap_main);
 }
@@ -150,18 +150,18 @@ static void mia_page_unfull(mia_page_t *page) {
 static inline void mia_free_block(mia_page_t *page, void *p, mia_block_t *block) {
   /* a sampled block: the profiler hears of it, whichever thread frees it
    * (after the block start is known: this may clear the page's flag) */
-  if (mia_unlikely(page->flags & MIA_PAGE_HAS_SAMPLED)) mia_prof_free(page, page->is_huge ? page->start : (void *)block, p);
+  if (mia_unlikely(mia_page_flags(page) & MIA_PAGE_HAS_SAMPLED)) mia_prof_free(page, page->is_huge ? page->start : (void *)block, p);
   if (page->is_huge) {
     mia_huge_page_free(page);
     return;
   }
-  uintptr_t owner = page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
+  uintptr_t owner = mia_page_free_key(page) & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
   if (owner != 0 && owner == mia_prim_thread_id()) {
     mia_block_set_next(page, block, page->local_free);
     mia_block_set_free_mark(block);
     page->local_free = block;
     page->used--;
-    if (page->flags & MIA_PAGE_IN_FULL) mia_page_unfull(page);
+    if (mia_page_flags(page) & MIA_PAGE_IN_FULL) mia_page_unfull(page);
     if (page->used == 0) mia_page_retire(page);
     return;
   }
@@ -172,7 +172,7 @@ static inline void mia_free_block(mia_page_t *page, void *p, mia_block_t *block)
  * the check says otherwise.  Out of line, so the generic free keeps no
  * frame for it. */
 static mia_noinline void mia_free_generic_marked(mia_page_t *page, void *p, mia_block_t *block) {
-  uintptr_t owner = page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
+  uintptr_t owner = mia_page_free_key(page) & ~(uintptr_t)MIA_PAGE_FLAG_MASK;
   if (mia_free_is_double(page, block, owner != 0 && owner == mia_prim_thread_id())) return;
   mia_free_block(page, p, block);
 }
@@ -194,7 +194,7 @@ void mia_free_generic(void *p, mia_page_t *page) {
   mia_block_t *block = (mia_block_t *)p;
   /* one test for the flags that need the block start; a block held by
    * thinning is checked before its mark is read (its memory was purged) */
-  if ((page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED | MIA_PAGE_HAS_HELD)) && !page->is_huge) {
+  if ((mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED | MIA_PAGE_HAS_HELD)) && !page->is_huge) {
     block = (mia_block_t *)mia_page_block_start(page, p);
     if (mia_unlikely(mia_page_block_held(page, block))) {
       mia_report_double_free(page, p);

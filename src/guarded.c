@@ -174,7 +174,7 @@ static bool mia_guard_add_segment(void) {
     page->block_size = MIA_GUARD_SLOT;
     page->reserved = page->capacity = MIA_GUARD_PER_SLICE;
     page->is_guarded = true;
-    page->free_key = MIA_PAGE_IN_FULL;   /* never a thread id: frees go to the generic path */
+    mia_page_set_free_key(page, MIA_PAGE_IN_FULL);   /* never a thread id: frees go to the generic path */
     mia_pagemap_set(page->start, 1, page);
   }
   gs->seg = seg;

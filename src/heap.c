@@ -313,11 +313,11 @@ mia_export void mi_heap_delete(mi_heap_t *heap) {
   size_t waiting = 0;
   for (mia_segment_t *next; ab != NULL; ab = next) {
     next = ab->next;
-    ab->heap = NULL;
+    __atomic_store_n(&ab->heap, NULL, __ATOMIC_RELAXED);   /* remote frees read it */
     mia_lock(&sp->lock);
     ab->prev = NULL;
     ab->next = sp->abandoned;
-    sp->abandoned = ab;
+    __atomic_store_n(&sp->abandoned, ab, __ATOMIC_RELAXED);
     waiting += mia_abandoned_note(sp, ab);
     mia_unlock(&sp->lock);
   }

@@ -283,7 +283,7 @@ mia_export void mi_collect(bool force) {
   if (force && theap->tld->heap->is_main) {
     /* abandoned segments may hold nothing but freed blocks by now */
     mia_segment_t *seg;
-    while (sp->abandoned != NULL && mia_segment_reclaim_one(theap->tld, &seg)) {
+    while (__atomic_load_n(&sp->abandoned, __ATOMIC_RELAXED) != NULL && mia_segment_reclaim_one(theap->tld, &seg)) {
     }
     mia_theap_collect(theap, true);
   } else if (force) {

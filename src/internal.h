@@ -171,6 +171,28 @@ static inline mia_segment_t *mia_segment_of_page(const mia_page_t *page) {
   return (mia_segment_t *)((uintptr_t)page & ~(MIA_SEGMENT_SIZE - 1));
 }
 
+/* A page's free_key and flags are written by its owner and read by every
+ * thread that frees into the page: relaxed atomics, which compile to the
+ * plain loads and stores the fast paths had (x86-64 and arm64 alike), but
+ * say so to the compiler and to ThreadSanitizer.  Readers other than the
+ * owner only ever route a free by them; the handshakes that order a page's
+ * hand-over live in its thread_free word. */
+static inline uintptr_t mia_page_free_key(const mia_page_t *page) {
+  return __atomic_load_n(&page->free_key, __ATOMIC_RELAXED);
+}
+
+static inline void mia_page_set_free_key(mia_page_t *page, uintptr_t key) {
+  __atomic_store_n(&page->free_key, key, __ATOMIC_RELAXED);
+}
+
+static inline uint8_t mia_page_flags(const mia_page_t *page) {
+  return __atomic_load_n(&page->flags, __ATOMIC_RELAXED);
+}
+
+static inline void mia_page_set_flags(mia_page_t *page, uint8_t flags) {
+  __atomic_store_n(&page->flags, flags, __ATOMIC_RELAXED);
+}
+
 /* ---- size classes (bins.c) ---- */
 extern size_t mia_bin_size[MIA_BIN_HUGE + 1];
 void mia_bins_init(void);
@@ -323,7 +345,7 @@ void *mia_page_block_start(const mia_page_t *page, const void *p);
  * header (the flags say so; such pointers are not checked). */
 static inline bool mia_huge_interior(const mia_page_t *page, const void *p) {
   return page->is_huge && (const uint8_t *)p != page->start &&
-         (page->flags & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) == 0;
+         (mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) == 0;
 }
 void mia_report_huge_interior(const char *op, const mia_page_t *page, const void *p) mia_cold;
 void mia_free_remote(mia_page_t *page, mia_block_t *block);

@@ -42,7 +42,7 @@ void mia_page_init(mia_page_t *page, size_t block_size, uint8_t bin, bool is_zer
   page->used = 0;
   page->free = page->local_free = NULL;
   atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
-  page->flags = 0;
+  mia_page_set_flags(page, 0);
   page->is_zero_init = is_zero;
   page->sample_rest = NULL;
   page->sample_rest_len = UINT32_MAX;
@@ -283,7 +283,7 @@ static mia_noinline void mia_page_collect_remote(mia_page_t *page) {
   /* other threads may have freed the page's last sampled block: its frees
    * can skip the sample check again (only the owner, here, changes the
    * flags; a new sample comes from the owner too) */
-  if (mia_unlikely(page->flags & MIA_PAGE_HAS_SAMPLED) &&
+  if (mia_unlikely(mia_page_flags(page) & MIA_PAGE_HAS_SAMPLED) &&
       atomic_load_explicit(&page->sampled_live, memory_order_acquire) == 0)
     mia_page_set_flag(page, MIA_PAGE_HAS_SAMPLED, false);
   if (page->free == NULL && page->sample_rest == NULL) {

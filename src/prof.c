@@ -241,10 +241,10 @@ static mia_always_inline void *mia_prof_sample(mia_theap_t *theap, size_t size, 
     return NULL;
   }
   mia_page_t *page = mia_page_of(block);
-  if (!(page->flags & MIA_PAGE_HAS_SAMPLED)) {
+  if (!(mia_page_flags(page) & MIA_PAGE_HAS_SAMPLED)) {
     if (page->is_huge) {
-      page->flags |= MIA_PAGE_HAS_SAMPLED;
-      page->free_key |= MIA_PAGE_HAS_SAMPLED;
+      mia_page_set_flags(page, (uint8_t)(mia_page_flags(page) | MIA_PAGE_HAS_SAMPLED));
+      mia_page_set_free_key(page, mia_page_free_key(page) | MIA_PAGE_HAS_SAMPLED);
     } else {
       mia_page_set_flag(page, MIA_PAGE_HAS_SAMPLED, true);
     }
@@ -391,7 +391,7 @@ bool mia_prof_free(mia_page_t *page, void *block, void *p) {
    * (only the owner may change the flags; callers found the block start
    * before calling us) */
   if (!page->is_huge && atomic_fetch_sub_explicit(&page->sampled_live, 1, memory_order_acq_rel) == 1 &&
-      (page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK) == mia_prim_thread_id())
+      (mia_page_free_key(page) & ~(uintptr_t)MIA_PAGE_FLAG_MASK) == mia_prim_thread_id())
     mia_page_set_flag(page, MIA_PAGE_HAS_SAMPLED, false);
   mia_prof_t *prof = &mia_segment_of_page(page)->subproc->prof;
   if (__atomic_load_n(&prof->attached, __ATOMIC_ACQUIRE) && prof->profiler.on_free != NULL) {
@@ -440,7 +440,7 @@ void mia_prof_page_destroyed(mia_page_t *page) { mia_page_visit_live(page, mia_p
 
 /* The user pointer of a live block, past a sample header if it has one. */
 void *mia_prof_user_pointer(mia_page_t *page, void *block) {
-  if (!(page->flags & MIA_PAGE_HAS_SAMPLED)) return block;
+  if (!(mia_page_flags(page) & MIA_PAGE_HAS_SAMPLED)) return block;
   mia_prof_t *prof = &mia_segment_of_page(page)->subproc->prof;
   uint8_t *p = (uint8_t *)block + prof->header_size;
   if (prof->header_size != 0 &&

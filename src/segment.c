@@ -353,7 +353,7 @@ void mia_segment_page_free(mia_page_t *page) {
   mia_stat_page(page, -1);
   mia_segment_keep_clean(seg, page, idx);
   mia_pagemap_set(page->start, page->slice_count, NULL);
-  page->free_key = 0;
+  mia_page_set_free_key(page, 0);
   page->block_size = 0;
   page->slice_count = 0;
   atomic_store_explicit(&page->theap, NULL, memory_order_relaxed);
@@ -520,7 +520,7 @@ mia_page_t *mia_huge_page_alloc(mi_heap_t *heap, size_t size, size_t alignment) 
   page->bin = MIA_BIN_HUGE;
   page->is_huge = true;
   page->is_zero_init = is_zero;
-  page->free_key = MIA_PAGE_IN_FULL;   /* never a thread id: frees take the generic path */
+  mia_page_set_free_key(page, MIA_PAGE_IN_FULL);   /* never a thread id: frees take the generic path */
   if (!is_zero) mia_block_forget_mark(page->start);
   mia_pagemap_set(page->start, count * MIA_SEGMENT_SLICES - 1, page);
   mia_stat_huge((int64_t)seg->size, 1);
@@ -579,7 +579,7 @@ void mia_huge_page_free(mia_page_t *page) {
 /* mi_heap_destroy: the span is already off its heap's list. */
 void mia_huge_destroy(mia_segment_t *seg) {
   mia_page_t *page = &seg->pages[1];
-  if (page->flags & MIA_PAGE_HAS_SAMPLED) mia_prof_page_destroyed(page);
+  if (mia_page_flags(page) & MIA_PAGE_HAS_SAMPLED) mia_prof_page_destroyed(page);
   if (mia_annotated()) mia_annot_destroyed_block(page, page->start, NULL);
   mia_huge_release(page);
 }
@@ -589,7 +589,7 @@ void mia_huge_release(mia_page_t *page) {
   size_t count = seg->size / MIA_SEGMENT_SIZE;
   mia_pagemap_set(page->start, count * MIA_SEGMENT_SLICES - 1, NULL);
   mia_stat_huge(-(int64_t)seg->size, -1);
-  page->free_key = 0;
+  mia_page_set_free_key(page, 0);
   page->block_size = 0;
   mia_arena_free_segments(seg->subproc, seg, count, seg->guard_mask & MIA_GUARD_LAST_SLICE);
 }
@@ -677,7 +677,7 @@ void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock
       mia_page_t *page;
       while ((page = mia_segment_next_page(seg, &idx)) != NULL) {
         __atomic_store_n(&page->free_key, 0, __ATOMIC_RELEASE);
-        page->flags &= (uint8_t)~MIA_PAGE_IN_FULL;
+        mia_page_set_flags(page, (uint8_t)(mia_page_flags(page) & (uint8_t)~MIA_PAGE_IN_FULL));
         /* no owner to notify: remote frees just push (QUEUED, if set,
          * belongs to the last owner's list, which clears it) */
         atomic_fetch_and_explicit(&page->thread_free, ~MIA_TF_FULL, memory_order_relaxed);
@@ -691,7 +691,7 @@ void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock
       if (lock != NULL) mia_lock(lock);
       seg->prev = NULL;
       seg->next = *list;
-      *list = seg;
+      __atomic_store_n(list, seg, __ATOMIC_RELAXED);   /* read unlocked (mia_segment_reclaim_one) */
       if (list == &sp->abandoned) waiting += mia_abandoned_note(sp, seg);
       if (lock != NULL) mia_unlock(lock);
       __atomic_fetch_add(&mia_stats_global.abandoned_segments, 1, __ATOMIC_RELAXED);
@@ -722,7 +722,7 @@ static mia_segment_t *mia_segment_adopt(mia_tld_t *tld, mia_segment_t *seg, bool
   mia_page_t *page;
   while ((page = mia_segment_next_page(seg, &idx)) != NULL) {
     atomic_store_explicit(&page->theap, theap, memory_order_release);
-    page->free_key = theap->tid | (page->flags & MIA_PAGE_FLAG_MASK);
+    mia_page_set_free_key(page, theap->tid | (mia_page_flags(page) & MIA_PAGE_FLAG_MASK));
     mia_page_collect(page);
     /* a thread that needs room (keep_empty) keeps an empty page as its
      * bin's current page where it has none, as the page's last owner would
@@ -756,7 +756,7 @@ bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out) {
   if (__atomic_load_n(&sp->abandoned, __ATOMIC_RELAXED) == NULL) return false;
   mia_lock(&sp->lock);
   mia_segment_t *seg = sp->abandoned;
-  if (seg != NULL) sp->abandoned = seg->next;
+  if (seg != NULL) __atomic_store_n(&sp->abandoned, seg->next, __ATOMIC_RELAXED);
   mia_unlock(&sp->lock);
   if (seg == NULL) return false;
   *out = mia_segment_adopt(tld, seg, true);
@@ -788,7 +788,7 @@ mia_segment_t *mia_segments_reclaim_empty(mia_tld_t *tld, long max) {
   mia_segment_t *batch = sp->abandoned, *last = NULL;
   for (mia_segment_t *s = batch; s != NULL && max-- > 0; s = s->next) last = s;
   if (last != NULL) {
-    sp->abandoned = last->next;
+    __atomic_store_n(&sp->abandoned, last->next, __ATOMIC_RELAXED);
     last->next = NULL;
   }
   mia_unlock(&sp->lock);
@@ -809,7 +809,7 @@ mia_segment_t *mia_segments_reclaim_empty(mia_tld_t *tld, long max) {
     mia_lock(&sp->lock);
     mia_segment_t **end = &sp->abandoned;
     while (*end != NULL) end = &(*end)->next;
-    *end = keep;
+    __atomic_store_n(end, keep, __ATOMIC_RELAXED);
     mia_unlock(&sp->lock);
   }
   return kept;
@@ -821,11 +821,11 @@ void mia_segment_destroy(mia_segment_t *seg) {
   size_t idx = 1;
   mia_page_t *page;
   while ((page = mia_segment_next_page(seg, &idx)) != NULL) {
-    if (page->flags & MIA_PAGE_HAS_SAMPLED) mia_prof_page_destroyed(page);
+    if (mia_page_flags(page) & MIA_PAGE_HAS_SAMPLED) mia_prof_page_destroyed(page);
     if (mia_annotated()) mia_page_visit_live(page, mia_annot_destroyed_block, NULL);
     mia_pagemap_set(page->start, page->slice_count, NULL);
     atomic_store_explicit(&page->theap, NULL, memory_order_relaxed);
-    page->free_key = 0;
+    mia_page_set_free_key(page, 0);
     mia_stat_page(page, -1);
   }
   seg->used_mask = 1;

@@ -61,11 +61,11 @@ static void queue_push_back(mia_page_queue_t *pq, mia_page_t *page) {
 }
 
 void mia_page_set_flag(mia_page_t *page, uint8_t flag, bool on) {
-  uint8_t flags = on ? (uint8_t)(page->flags | flag) : (uint8_t)(page->flags & ~flag);
+  uint8_t flags = on ? (uint8_t)(mia_page_flags(page) | flag) : (uint8_t)(mia_page_flags(page) & ~flag);
   /* atomic, as remote frees read the flags; no ordering: the full-page
    * handshake lives in the thread_free word */
   __atomic_store_n(&page->flags, flags, __ATOMIC_RELAXED);
-  page->free_key = (page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK) | flags;
+  mia_page_set_free_key(page, (mia_page_free_key(page) & ~(uintptr_t)MIA_PAGE_FLAG_MASK) | flags);
 }
 
 /* Ask the next remote free into a parked page to notify us: set FULL in
@@ -144,7 +144,7 @@ void mia_theap_process_remote(mia_theap_t *theap) {
     mia_page_t *next = page->remote_next;
     atomic_fetch_and_explicit(&page->thread_free, ~MIA_TF_QUEUED, memory_order_acq_rel);
     if (atomic_load_explicit(&page->theap, memory_order_relaxed) == theap &&
-        (page->flags & MIA_PAGE_IN_FULL)) {
+        (mia_page_flags(page) & MIA_PAGE_IN_FULL)) {
       mia_page_collect(page);
       if (mia_page_has_free(page)) {
         mia_page_from_full(theap, page);
@@ -251,7 +251,7 @@ static mia_page_t *mia_page_fresh(mia_theap_t *theap, uint8_t bin) {
   if (page == NULL) return NULL;
   mia_page_init(page, bsize, bin, page->is_zero_init);
   atomic_store_explicit(&page->theap, theap, memory_order_release);
-  page->free_key = theap->tid;
+  mia_page_set_free_key(page, theap->tid);
   mia_page_extend(page);
   queue_push_front(&theap->pages[bin], page);
   if (bin <= mia_bin_of(MIA_DIRECT_SIZE_MAX)) mia_theap_update_direct(theap, bin);
@@ -328,8 +328,8 @@ void mia_page_retire(mia_page_t *page) {
   mia_theap_t *theap = atomic_load_explicit(&page->theap, memory_order_relaxed);
   /* only the owner retires, with the page's last block back */
   mia_assert(page->used == 0 && theap != NULL &&
-             (page->free_key & ~(uintptr_t)MIA_PAGE_FLAG_MASK) == mia_prim_thread_id());
-  if (page->flags & MIA_PAGE_IN_FULL) {
+             (mia_page_free_key(page) & ~(uintptr_t)MIA_PAGE_FLAG_MASK) == mia_prim_thread_id());
+  if (mia_page_flags(page) & MIA_PAGE_IN_FULL) {
     mia_page_from_full(theap, page);
   } else if (theap->pages[page->bin].first == page) {
     /* the page malloc is using stays: the program is likely to allocate

@@ -66,7 +66,7 @@ void mia_page_mark_held(const mia_page_t *page, uint64_t *freemap) {
 /* Set the page's flag (and so the owner's free_key) as the mask says. */
 static void update_flag(mia_page_t *page) {
   bool held = page->held_mask[0] != 0 || page->held_mask[1] != 0;
-  if (held != ((page->flags & MIA_PAGE_HAS_HELD) != 0)) mia_page_set_flag(page, MIA_PAGE_HAS_HELD, held);
+  if (held != ((mia_page_flags(page) & MIA_PAGE_HAS_HELD) != 0)) mia_page_set_flag(page, MIA_PAGE_HAS_HELD, held);
 }
 
 /* Link the blocks whose bits are set in map, in address order. */
