@@ -235,7 +235,9 @@ static mia_always_inline void *mia_prof_sample(mia_theap_t *theap, size_t size, 
     return NULL;
   }
   theap->in_sample = true;   /* nested allocations (the callback's) are not sampled */
-  uint8_t *block = mia_theap_malloc(theap, size + hsize, zero);
+  /* a byte at least past the header: for malloc(0) the pointer would be
+   * the end of the header's block, which is the start of the next block */
+  uint8_t *block = mia_theap_malloc(theap, (size == 0 ? 1 : size) + hsize, zero);
   if (block == NULL) {
     theap->in_sample = false;
     return NULL;
