@@ -132,7 +132,7 @@ static bool mia_check_free_ptr(mia_page_t *page, void *p, uint8_t **block_out, c
   *block_out = block;
   if (!page->is_huge) {
     size_t index = (size_t)(block - page->start) / page->block_size;
-    if (index >= page->capacity) {
+    if (index >= mia_page_capacity(page)) {
       mia_error(EINVAL, "%s: pointer %p was never allocated (in a page of %zu-byte blocks)\n", op, p,
                 mia_size_class(page));
       return false;
@@ -340,7 +340,7 @@ static bool mia_check_live_block(mia_page_t *page, void *block, void *arg) {
 
 static void mia_check_free_list(mia_page_t *page, mia_block_t *b, mia_walk_t *w) {
 #if MIALLOC_DEBUG
-  for (size_t guard = 0; b != NULL && guard < page->capacity; guard++) {
+  for (size_t guard = 0; b != NULL && guard < mia_page_capacity(page); guard++) {
     size_t before = w->bad;
     mia_padding_t *pad = mia_padding_of(page, (uint8_t *)b);
     size_t n = (size_t)((uint8_t *)pad - (uint8_t *)b) - sizeof(mia_block_t);
@@ -387,7 +387,7 @@ static bool mia_debug_check_theap(mia_theap_t *theap) {
 /* Links are checked before they are followed: release builds do not
  * check them on use, and a write after free may have changed one. */
 static bool mia_list_holds(const mia_page_t *page, const mia_block_t *b, const void *p) {
-  for (size_t guard = 0; b != NULL && guard <= page->capacity; guard++) {
+  for (size_t guard = 0; b != NULL && guard <= mia_page_capacity(page); guard++) {
     if ((const void *)b == p) return true;
     if (!mia_link_plausible(page, (uintptr_t)b)) return false;
     b = mia_block_next(page, b);
@@ -415,7 +415,7 @@ static mia_unused bool mia_block_is_free(mia_page_t *page, const void *p) {
  * does (release builds keep links plain), or is NULL. */
 static bool mia_names_block(const mia_page_t *page, uintptr_t word) {
   const uint8_t *link = (const uint8_t *)word;
-  if (link < page->start || link >= page->start + (size_t)page->capacity * page->block_size) return false;
+  if (link < page->start || link >= page->start + (size_t)mia_page_capacity(page) * page->block_size) return false;
   return (size_t)(link - page->start) % page->block_size == 0;
 }
 
@@ -501,7 +501,7 @@ static bool mia_secure_block_live(mia_page_t *page, void *p, const char *op) {
   uint8_t *block = mia_page_block_start(page, p);
   if (!page->is_huge) {
     size_t index = (size_t)(block - page->start) / page->block_size;
-    if ((uint8_t *)p < page->start || index >= page->capacity) {
+    if ((uint8_t *)p < page->start || index >= mia_page_capacity(page)) {
       mia_error(EINVAL, "%s: pointer %p was never allocated (in a page of %zu-byte blocks)\n", op, p,
                 page->block_size);
       return false;
@@ -530,7 +530,7 @@ static mia_noinline void mia_free_secure_special(mia_page_t *page, void *p) {
  * all in tail calls so that this path keeps no frame either. */
 void mia_free_secure_slow(mia_page_t *page, void *p) {
   bool plain = (mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) == 0 && !page->is_huge && !page->is_guarded;
-  if (mia_unlikely(!plain || mia_block_index_exact(page, p) >= page->capacity)) {
+  if (mia_unlikely(!plain || mia_block_index_exact(page, p) >= mia_page_capacity(page))) {
     mia_free_secure_special(page, p);
     return;
   }
@@ -563,7 +563,7 @@ static bool mia_walk_lists(mia_page_t *page, void *arg) {
   mia_block_t *lists[3] = {page->free, page->local_free, page->sample_rest};
   for (int l = 0; l < 3; l++) {
     mia_block_t *b = lists[l];
-    for (size_t guard = 0; b != NULL && guard <= page->capacity; guard++) b = mia_block_next(page, b);
+    for (size_t guard = 0; b != NULL && guard <= mia_page_capacity(page); guard++) b = mia_block_next(page, b);
   }
   return true;
 }

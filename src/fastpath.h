@@ -138,7 +138,7 @@ static inline bool mia_realloc_source_ok(void *p, mia_page_t **page_out) {
   bool plain = (mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED | MIA_PAGE_HAS_HELD)) == 0 &&
                !page->is_huge && !page->is_guarded;
 #if MIALLOC_SECURE && !MIALLOC_PADDING
-  if (mia_likely(plain && mia_block_index_exact(page, p) < page->capacity && !mia_block_looks_free(page, p)))
+  if (mia_likely(plain && mia_block_index_exact(page, p) < mia_page_capacity(page) && !mia_block_looks_free(page, p)))
     return true;
 #elif MIA_FREE_MARK
   if (mia_likely(plain && ((uintptr_t)p & 15) == 0 && !mia_block_marked_free(p))) return true;

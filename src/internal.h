@@ -193,6 +193,13 @@ static inline void mia_page_set_flags(mia_page_t *page, uint8_t flags) {
   __atomic_store_n(&page->flags, flags, __ATOMIC_RELAXED);
 }
 
+/* The carved blocks, as a thread other than the owner may read it (secure
+ * builds' checks of a free or a realloc): it only grows while the page is
+ * in use, so an older value still covers every block handed out. */
+static inline uint32_t mia_page_capacity(const mia_page_t *page) {
+  return __atomic_load_n(&page->capacity, __ATOMIC_RELAXED);
+}
+
 /* ---- size classes (bins.c) ---- */
 extern size_t mia_bin_size[MIA_BIN_HUGE + 1];
 void mia_bins_init(void);

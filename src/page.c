@@ -163,7 +163,7 @@ bool mia_page_extend(mia_page_t *page) {
   size_t n = mia_page_run_length(page, first);
   page->free = mia_page_thread_run(page, first, n);
   page->free_is_zero = page->is_zero_init && page->local_free == NULL && !MIALLOC_DEBUG_FILL;
-  page->capacity += (uint32_t)n;
+  __atomic_store_n(&page->capacity, page->capacity + (uint32_t)n, __ATOMIC_RELAXED);   /* see mia_page_capacity */
   mia_assert(page->capacity <= page->reserved);
   if (mia_padded()) mia_check_fresh_blocks(page, first, n);
   if (mia_unlikely(mia_sampling_on())) mia_prof_account_refill(page, n);
