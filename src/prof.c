@@ -42,9 +42,20 @@ void mia_sampling_update(void) {
 
 typedef struct mia_sample_hdr_s {
   uintptr_t cookie;                /* process secret ^ user pointer */
-  size_t size;                     /* requested size */
+  uint64_t size_gen;               /* requested size | the profiler's generation << MIA_SAMPLE_GEN_SHIFT */
   uint8_t data[];                  /* the profiler's sample data */
 } mia_sample_hdr_t;
+
+/* A profiler detached and another attached (mi_profile) may meet blocks
+ * sampled for the first: their data has the first one's layout, and the
+ * second never heard of them.  Each attachment is a generation, kept in the
+ * top bits of the header's size (no block is 2^48 bytes), and only samples
+ * of the attached generation reach on_free. */
+#define MIA_SAMPLE_GEN_SHIFT 48
+static size_t mia_sample_size(const mia_sample_hdr_t *hdr) {
+  return (size_t)(hdr->size_gen & (((uint64_t)1 << MIA_SAMPLE_GEN_SHIFT) - 1));
+}
+static uint16_t mia_sample_gen(const mia_sample_hdr_t *hdr) { return (uint16_t)(hdr->size_gen >> MIA_SAMPLE_GEN_SHIFT); }
 
 #define MIA_SAMPLE_MAGIC ((uintptr_t)0x5a3c96e1u)
 
@@ -254,7 +265,7 @@ static mia_always_inline void *mia_prof_sample(mia_theap_t *theap, size_t size, 
   if (!page->is_huge) atomic_fetch_add_explicit(&page->sampled_live, 1, memory_order_relaxed);
   uint8_t *p = block + hsize;
   mia_sample_hdr_t *hdr = (mia_sample_hdr_t *)block;
-  hdr->size = size;
+  hdr->size_gen = (uint64_t)size | (uint64_t)prof->generation << MIA_SAMPLE_GEN_SHIFT;
   memset(hdr->data, 0, hsize - sizeof *hdr);
   __atomic_store_n(&hdr->cookie, mia_sample_cookie(p), __ATOMIC_RELEASE);
   size_t asked = prof->profiler.on_alloc(theap->tld->heap, p, size, sample_size, hdr->data,
@@ -396,10 +407,11 @@ bool mia_prof_free(mia_page_t *page, void *block, void *p) {
       (mia_page_free_key(page) & ~(uintptr_t)MIA_PAGE_FLAG_MASK) == mia_prim_thread_id())
     mia_page_set_flag(page, MIA_PAGE_HAS_SAMPLED, false);
   mia_prof_t *prof = &mia_segment_of_page(page)->subproc->prof;
-  if (__atomic_load_n(&prof->attached, __ATOMIC_ACQUIRE) && prof->profiler.on_free != NULL) {
+  if (__atomic_load_n(&prof->attached, __ATOMIC_ACQUIRE) && prof->profiler.on_free != NULL &&
+      mia_sample_gen(hdr) == prof->generation) {
     /* the callback may allocate: keep it out of sampling in this thread */
     bool was = mia_sampling_suspend();
-    prof->profiler.on_free(p, hdr->size, hdr->data, prof->profiler.arg);
+    prof->profiler.on_free(p, mia_sample_size(hdr), hdr->data, prof->profiler.arg);
     mia_sampling_resume(was);
   }
   return true;
@@ -424,16 +436,21 @@ void mia_sampling_resume(bool was_suspended) {
   if (theap != &mia_theap_empty) theap->in_sample = was_suspended;
 }
 
+/* The user pointer of a sampled block, or NULL if block holds none.  The
+ * header's size depends on the profiler that took the sample, which may
+ * not be the one attached now: each size there can be is tried (a block is
+ * sampled if its cookie matches the pointer past that size). */
+static void *mia_sample_user(void *block) {
+  uintptr_t cookie = __atomic_load_n(&((mia_sample_hdr_t *)block)->cookie, __ATOMIC_ACQUIRE);
+  for (size_t h = sizeof(mia_sample_hdr_t); h <= sizeof(mia_sample_hdr_t) + MI_PROFILE_DATA_MAX; h += 16)
+    if (cookie == mia_sample_cookie((uint8_t *)block + h)) return (uint8_t *)block + h;
+  return NULL;
+}
+
 static bool mia_prof_report_block(mia_page_t *page, void *block, void *arg) {
   (void)arg;
-  mia_prof_t *prof = &mia_segment_of_page(page)->subproc->prof;
-  mia_sample_hdr_t *hdr = block;
-  /* the user pointer is past the header, whose size we only know from
-   * the live profiler; a block is sampled if its cookie matches that */
-  uint8_t *p = (uint8_t *)block + prof->header_size;
-  if (prof->header_size == 0 || __atomic_load_n(&hdr->cookie, __ATOMIC_ACQUIRE) != mia_sample_cookie(p))
-    return true;
-  mia_prof_free(page, block, p);
+  void *p = mia_sample_user(block);
+  if (p != NULL) mia_prof_free(page, block, p);
   return true;
 }
 
@@ -443,12 +460,8 @@ void mia_prof_page_destroyed(mia_page_t *page) { mia_page_visit_live(page, mia_p
 /* The user pointer of a live block, past a sample header if it has one. */
 void *mia_prof_user_pointer(mia_page_t *page, void *block) {
   if (!(mia_page_flags(page) & MIA_PAGE_HAS_SAMPLED)) return block;
-  mia_prof_t *prof = &mia_segment_of_page(page)->subproc->prof;
-  uint8_t *p = (uint8_t *)block + prof->header_size;
-  if (prof->header_size != 0 &&
-      __atomic_load_n(&((mia_sample_hdr_t *)block)->cookie, __ATOMIC_ACQUIRE) == mia_sample_cookie(p))
-    return p;
-  return block;
+  void *p = mia_sample_user(block);
+  return p != NULL ? p : block;
 }
 
 /* ---- the public interface ---- */
@@ -486,6 +499,7 @@ mia_export bool mi_profile(const mi_profiler_t *profiler) {
     return false;
   }
   prof->profiler = *profiler;
+  prof->generation++;
   prof->header_size = sizeof(mia_sample_hdr_t) + ((profiler->sample_data_size + 15) & ~(size_t)15);
   __atomic_store_n(&prof->attached, true, __ATOMIC_RELEASE);
   mia_prof_set_running(prof, profiler->sample_rate > 0);

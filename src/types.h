@@ -287,6 +287,7 @@ struct mi_heap_s {
 typedef struct mia_prof_s {
   mi_profiler_t profiler;
   size_t header_size;             /* bytes before a sampled block: cookie, size, data */
+  uint16_t generation;            /* attachments so far (wraps): a sample's own is in its header */
   bool attached;
   bool running;
 } mia_prof_t;

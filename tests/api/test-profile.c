@@ -236,12 +236,70 @@ static void test_control(void) {
   TAP_OK(n_alloc == 0, "no samples once detached");
 }
 
+/* ---- a profiler detached, another attached ---- */
+
+static atomic_long second_alloc, second_free;
+
+static size_t second_on_alloc(mi_heap_t *heap, void *p, size_t size, size_t sample_size, void *data, void *arg) {
+  (void)heap, (void)p, (void)size, (void)sample_size, (void)data, (void)arg;
+  atomic_fetch_add(&second_alloc, 1);
+  return 0;
+}
+
+static void second_on_free(void *p, size_t size, void *data, void *arg) {
+  (void)p, (void)size, (void)data, (void)arg;
+  atomic_fetch_add(&second_free, 1);
+}
+
+enum { OLD_BLOCKS = 50 };
+
+typedef struct held_s {
+  void *block[OLD_BLOCKS];
+  long visited;   /* blocks visited that the program holds */
+} held_t;
+
+static bool visit_held(const mi_heap_t *heap, const mi_heap_area_t *area, void *block, size_t size, void *arg) {
+  (void)heap, (void)area, (void)size;
+  held_t *held = arg;
+  for (int i = 0; i < OLD_BLOCKS; i++)
+    if (block != NULL && block == held->block[i]) held->visited++;
+  return true;
+}
+
+static void test_reattach(void) {
+  TAP_OK(attach(1), "attach a profiler with 16 bytes of sample data");
+  reset_counts();
+  mi_heap_t *heap = mi_heap_new();
+  held_t held = {{0}, 0};
+  for (int i = 0; i < OLD_BLOCKS; i++) held.block[i] = mi_heap_malloc(heap, 40);
+  long taken = n_alloc;
+  TAP_OK(mi_profile(NULL), "detach it with its samples live");
+  mi_profiler_t second = {.sample_rate = 1, .sample_data_size = MI_PROFILE_DATA_MAX, .seed = 1,
+                          .on_alloc = second_on_alloc, .on_free = second_on_free};
+  TAP_OK(mi_profile(&second), "attach another, with 64 bytes of sample data");
+  mi_heap_visit_blocks(heap, true, visit_held, &held);
+  TAP_OK(held.visited == OLD_BLOCKS,
+         "visiting finds the pointers the program holds, sampled with the other header size (%ld of %d)",
+         held.visited, OLD_BLOCKS);
+  for (int i = 0; i < OLD_BLOCKS; i++) mi_free(held.block[i]);
+  TAP_OK(taken >= OLD_BLOCKS && second_free == 0 && n_free == 0,
+         "frees of the first one's samples reach neither profiler (%ld taken, %ld and %ld reported)", taken,
+         (long)n_free, (long)second_free);
+  void *mine = mi_heap_malloc(heap, 40);
+  long sampled_now = second_alloc;
+  mi_heap_destroy(heap);
+  TAP_OK(mine != NULL && sampled_now >= 1 && second_free == 1,
+         "the second one hears of its own sample freed by mi_heap_destroy (%ld freed)", (long)second_free);
+  mi_profile(NULL);
+}
+
 int main(void) {
 #if !MIALLOC_PROF
   /* configured with --disable-prof: the interface is there and says so */
   (void)test_rate;
   (void)test_every_allocation;
   (void)test_control;
+  (void)test_reattach;
   mi_profiler_t none = {.sample_rate = 4096, .on_alloc = on_alloc};
   errno = 0;
   TAP_OK(!mi_profile(&none) && errno == ENOSYS, "--disable-prof build: mi_profile fails with ENOSYS");
@@ -251,6 +309,7 @@ int main(void) {
   test_rate();
   test_every_allocation();
   test_control();
+  test_reattach();
   return tap_done();
 #endif
 }
