@@ -212,7 +212,9 @@ static long write_snapshot(mi_pprof_profiler_t *P, bool wait) {
     static _Atomic bool warned;
     if (!atomic_exchange(&warned, true)) {
       const char *e = strerrordesc_np(err);
-      prof_warn("cannot write a profile for ", P->base, e ? e : "");
+      char why[128] = ": ";
+      strncat(why, e ? e : "unknown error", sizeof why - 3);
+      prof_warn("cannot write a profile for ", P->base, why);
     }
     errno = err;
   }

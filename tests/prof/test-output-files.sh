@@ -22,4 +22,10 @@ wait
 grep -q "not overwriting" "$tmp/err"; ok $? "a warning says so"
 m=$(stat -c %a "$tmp/o.$pid.2.pb.gz"); [ "$m" = 600 ]; ok $? "profiles have mode 0600 ($m)"
 ls "$tmp" | grep -q tmp-; [ $? != 0 ]; ok $? "no temporary files remain"
+# a directory that does not exist: the program runs on, and one warning
+# names the profile and the reason
+env MIALLOC_PROFILE="$tmp/missing/o" MIALLOC_PROFILE_SAMPLE_RATE=64K "$bin" explicit 1 >/dev/null 2>"$tmp/err2"
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c 'cannot write a profile' "$tmp/err2")" = 1 ]; ok $? "no directory: the program exits 0, with one warning ($rc)"
+grep -q "cannot write a profile for $tmp/missing/o: No such file or directory" "$tmp/err2"; ok $? "the warning names the profile and the reason"
 done_tap
