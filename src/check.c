@@ -529,7 +529,8 @@ static mia_noinline void mia_free_secure_special(mia_page_t *page, void *p) {
  * in a plain page: they get the fast path's checks, then the generic free,
  * all in tail calls so that this path keeps no frame either. */
 void mia_free_secure_slow(mia_page_t *page, void *p) {
-  bool plain = (mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) == 0 && !page->is_huge && !page->is_guarded;
+  bool plain = (mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) == 0 && !page->is_huge &&
+               !page->is_guarded;
   if (mia_unlikely(!plain || mia_block_index_exact(page, p) >= mia_page_capacity(page))) {
     mia_free_secure_special(page, p);
     return;

@@ -46,7 +46,8 @@ void mia_free_invalid(const char *op, void *p) {
  * the block's tail on a free list, to be handed out while the block is
  * live, so op ("free", "realloc") reports it, and true says to ignore it. */
 bool mia_odd_interior(const char *op, const mia_page_t *page, const void *p) {
-  if ((mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) || page->is_huge || page->is_guarded) return false;
+  if ((mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED)) || page->is_huge || page->is_guarded)
+    return false;
   mia_error(EINVAL, "%s: pointer %p points into the middle of the %zu-byte block at %p\n", op, p, page->block_size,
             mia_page_block_start(page, p));
   return true;
@@ -150,7 +151,8 @@ static void mia_page_unfull(mia_page_t *page) {
 static inline void mia_free_block(mia_page_t *page, void *p, mia_block_t *block) {
   /* a sampled block: the profiler hears of it, whichever thread frees it
    * (after the block start is known: this may clear the page's flag) */
-  if (mia_unlikely(mia_page_flags(page) & MIA_PAGE_HAS_SAMPLED)) mia_prof_free(page, page->is_huge ? page->start : (void *)block, p);
+  if (mia_unlikely(mia_page_flags(page) & MIA_PAGE_HAS_SAMPLED))
+    mia_prof_free(page, page->is_huge ? page->start : (void *)block, p);
   if (page->is_huge) {
     mia_huge_page_free(page);
     return;

@@ -55,7 +55,9 @@ typedef struct mia_sample_hdr_s {
 static size_t mia_sample_size(const mia_sample_hdr_t *hdr) {
   return (size_t)(hdr->size_gen & (((uint64_t)1 << MIA_SAMPLE_GEN_SHIFT) - 1));
 }
-static uint16_t mia_sample_gen(const mia_sample_hdr_t *hdr) { return (uint16_t)(hdr->size_gen >> MIA_SAMPLE_GEN_SHIFT); }
+static uint16_t mia_sample_gen(const mia_sample_hdr_t *hdr) {
+  return (uint16_t)(hdr->size_gen >> MIA_SAMPLE_GEN_SHIFT);
+}
 
 #define MIA_SAMPLE_MAGIC ((uintptr_t)0x5a3c96e1u)
 
