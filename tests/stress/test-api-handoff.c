@@ -27,7 +27,8 @@ enum {
   OPS = 20000,
   SLOTS = 256,
   MAILBOX = 1024,
-  TABLE = 1 << 20,   /* live pointers: far more slots than ever live */
+  TABLE_BITS = 20,
+  TABLE = 1 << TABLE_BITS,   /* live pointers: far more slots than ever live */
 };
 
 static atomic_long doubles, strays, corrupt, bad_samples, sampled;
@@ -43,7 +44,10 @@ typedef struct {
 static set_t live = {.lock = PTHREAD_MUTEX_INITIALIZER};      /* blocks the test holds */
 static set_t samples = {.lock = PTHREAD_MUTEX_INITIALIZER};   /* sampled, not yet reported freed */
 
-static size_t slot_of(const void *p) { return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 44); }
+/* the top TABLE_BITS bits of a multiplicative hash */
+static size_t slot_of(const void *p) {
+  return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> (64 - TABLE_BITS));
+}
 
 /* Add p; false if it was there already. */
 static bool set_add(set_t *set, void *p) {
@@ -178,6 +182,8 @@ static size_t random_size(uint64_t *s) {
 static void destroy_a_heap(uint64_t *s) {
   mi_heap_t *heap = mi_heap_new();
   if (heap == NULL) return;
+  /* left to mi_heap_destroy (fill of 0 bytes: the result is used, as
+   * mi_heap_malloc's warn_unused_result asks, and a (void) cast is not) */
   for (int i = 0; i < 50; i++) fill(mi_heap_malloc(heap, random_size(s)), 0);
   mi_heap_destroy(heap);
 }
