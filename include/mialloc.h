@@ -342,8 +342,11 @@ typedef struct mi_profiler_s {
 
 /* Attach (the struct is copied) or, with NULL, detach.  Attaching starts
  * sampling.  Returns false if another profiler is attached or the values
- * are out of range.  Blocks sampled for a profiler that was detached are
- * never reported to one attached later. */
+ * are out of range.  A detach waits for the callbacks other threads are
+ * inside: once it returns, none of the old profiler's runs any more (a
+ * callback must not wait for a thread that is detaching).  Blocks sampled
+ * for a profiler that was detached are never reported to one attached
+ * later. */
 mi_decl_export bool mi_profile(const mi_profiler_t *profiler);
 mi_decl_export void mi_profiler_start(void);     /* resume sampling */
 mi_decl_export void mi_profiler_stop(void);      /* stop sampling; frees still reported */

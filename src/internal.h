@@ -600,6 +600,7 @@ void *mia_prof_page_due(mia_theap_t *theap, mia_page_t *page, size_t size, bool 
 void mia_prof_account(mia_page_t *page, size_t len) mia_noinline;
 bool mia_prof_free(mia_page_t *page, void *block, void *p) mia_noinline;
 void mia_prof_page_destroyed(mia_page_t *page);
+void mia_prof_fork_child(mia_prof_t *prof);
 bool mia_sampling_suspend(void);
 void mia_sampling_resume(bool was_suspended);
 void *mia_prof_user_pointer(mia_page_t *page, void *block);

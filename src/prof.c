@@ -67,6 +67,68 @@ static uintptr_t mia_sample_cookie(const void *p) {
 
 static mia_prof_t *mia_prof_of(mia_theap_t *theap) { return &theap->tld->subproc->prof; }
 
+/* ---- callbacks and attachment ----
+ *
+ * A program detaches its profiler and frees what the callbacks use (the
+ * library's profiler lives in a heap it destroys), while other threads may
+ * be about to call one of them.  So a callback is entered by counting it,
+ * then checking the state, while mi_profile stores the state, then waits
+ * for the count to drop -- all four sequentially consistent, so either the
+ * waiting thread sees the call counted, or the call sees the state changed
+ * and is not made.  Once mi_profile(NULL) returns, no callback of the old
+ * profiler runs or will, and a new one is only attached in a state no
+ * callback can read half-written. */
+enum { MIA_PROF_DETACHED, MIA_PROF_ATTACHED, MIA_PROF_CHANGING };
+
+/* The calling thread's count of callbacks it is inside (NULL for a thread
+ * that never allocated): a callback that detaches must not wait for itself. */
+static uint32_t *mia_prof_own_calls(void) {
+  mia_theap_t *theap = mia_theap_get();
+  return theap == &mia_theap_empty ? NULL : &theap->tld->thread_tld->prof_calls;
+}
+
+/* *own: the counter to give back to mia_prof_leave (a callback that
+ * allocates may set its thread up, and must not count down what it did
+ * not count up). */
+static bool mia_prof_enter(mia_prof_t *prof, uint32_t **own) {
+  __atomic_fetch_add(&prof->in_callback, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&prof->state, __ATOMIC_SEQ_CST) != MIA_PROF_ATTACHED) {
+    __atomic_fetch_sub(&prof->in_callback, 1, __ATOMIC_RELEASE);
+    return false;
+  }
+  *own = mia_prof_own_calls();
+  if (*own != NULL) (**own)++;
+  return true;
+}
+
+static void mia_prof_leave(mia_prof_t *prof, uint32_t *own) {
+  if (own != NULL) (*own)--;
+  __atomic_fetch_sub(&prof->in_callback, 1, __ATOMIC_RELEASE);
+}
+
+/* Wait until no other thread is inside a callback (calls are short). */
+static void mia_prof_wait_callbacks(mia_prof_t *prof) {
+  uint32_t *own = mia_prof_own_calls();
+  uint32_t mine = own != NULL ? *own : 0;
+  while (__atomic_load_n(&prof->in_callback, __ATOMIC_SEQ_CST) > mine) mia_prim_yield();
+}
+
+static bool mia_prof_is_attached(mia_prof_t *prof) {
+  return __atomic_load_n(&prof->state, __ATOMIC_ACQUIRE) == MIA_PROF_ATTACHED;
+}
+
+/* The child of a fork has only the forking thread: a change another
+ * thread was making never finishes there (the profiler is detached), and
+ * the only callbacks still running are the forking thread's own. */
+void mia_prof_fork_child(mia_prof_t *prof) {
+  if (__atomic_load_n(&prof->state, __ATOMIC_RELAXED) == MIA_PROF_CHANGING) {
+    __atomic_store_n(&prof->running, false, __ATOMIC_RELAXED);
+    __atomic_store_n(&prof->state, MIA_PROF_DETACHED, __ATOMIC_RELAXED);
+  }
+  uint32_t *own = mia_prof_own_calls();
+  __atomic_store_n(&prof->in_callback, own != NULL ? *own : 0, __ATOMIC_RELAXED);
+}
+
 /* Are this theap's pages sampling streams?  Not in heaps excluded from
  * profiling. */
 static bool mia_prof_counting(mia_theap_t *theap) {
@@ -100,7 +162,7 @@ static bool mia_streams_counting(mia_theap_t *theap, const mia_page_t *page) {
 /* xorshift64*: the theap's own stream, so draws need no lock */
 static uint64_t mia_prof_next_random(mia_theap_t *theap) {
   if (theap->random == 0) {
-    uint64_t seed = mia_prof_of(theap)->profiler.seed;
+    uint64_t seed = __atomic_load_n(&mia_prof_of(theap)->seed, __ATOMIC_RELAXED);
     if (seed == 0) seed = (uint64_t)mia_option_get_fast(mi_option_guarded_sample_seed);
     /* a fixed seed must give the same draws run after run: mix in the
      * order in which theaps first draw, not their (randomised) address.
@@ -149,7 +211,9 @@ double mia_ln(double u) {
 
 /* An exponential draw with the configured mean: bytes to the next sample. */
 static int64_t mia_prof_draw(mia_theap_t *theap) {
-  double mean = (double)mia_prof_of(theap)->profiler.sample_rate;
+  /* a draw made while another profiler is attached only comes out a
+   * little different */
+  double mean = (double)__atomic_load_n(&mia_prof_of(theap)->rate, __ATOMIC_RELAXED);
   if (mean <= 1.0) return 0;
   /* u in (0, 1]: 53 random bits, never 0 */
   double u = (double)((mia_prof_next_random(theap) >> 11) + 1) * (1.0 / 9007199254740992.0);
@@ -241,17 +305,24 @@ static mia_always_inline void *mia_prof_sample(mia_theap_t *theap, size_t size, 
   /* debug builds asked for room for a padding record: the program's size
    * is what the profiler hears of (the nested allocation adds it again) */
   if (mia_padded()) size = size > MIA_PADDING_SIZE + sizeof(void *) ? size - MIA_PADDING_SIZE : sizeof(void *);
-  size_t hsize = prof->header_size;
   *next = -1;
-  if (size > MIA_MAX_ALLOC_SIZE - hsize) {
-    errno = ENOMEM;
-    return NULL;
-  }
   theap->in_sample = true;   /* nested allocations (the callback's) are not sampled */
-  /* a byte at least past the header: for malloc(0) the pointer would be
-   * the end of the header's block, which is the start of the next block */
-  uint8_t *block = mia_theap_malloc(theap, (size == 0 ? 1 : size) + hsize, zero);
+  uint32_t *own;
+  if (!mia_prof_enter(prof, &own)) {
+    /* detached since this thread decided to sample: a plain block */
+    void *plain = mia_theap_malloc(theap, size, zero);
+    theap->in_sample = false;
+    return plain;
+  }
+  size_t hsize = prof->header_size;
+  uint8_t *block = NULL;
+  if (size > MIA_MAX_ALLOC_SIZE - hsize)
+    errno = ENOMEM;
+  else   /* a byte at least past the header: for malloc(0) the pointer would be
+          * the end of the header's block, which is the start of the next block */
+    block = mia_theap_malloc(theap, (size == 0 ? 1 : size) + hsize, zero);
   if (block == NULL) {
+    mia_prof_leave(prof, own);
     theap->in_sample = false;
     return NULL;
   }
@@ -272,6 +343,7 @@ static mia_always_inline void *mia_prof_sample(mia_theap_t *theap, size_t size, 
   __atomic_store_n(&hdr->cookie, mia_sample_cookie(p), __ATOMIC_RELEASE);
   size_t asked = prof->profiler.on_alloc(theap->tld->heap, p, size, sample_size, hdr->data,
                                          prof->profiler.arg);
+  mia_prof_leave(prof, own);
   *next = mia_prof_next_interval(theap, asked);
   theap->in_sample = false;
   return p;
@@ -409,13 +481,15 @@ bool mia_prof_free(mia_page_t *page, void *block, void *p) {
       (mia_page_free_key(page) & ~(uintptr_t)MIA_PAGE_FLAG_MASK) == mia_prim_thread_id())
     mia_page_set_flag(page, MIA_PAGE_HAS_SAMPLED, false);
   mia_prof_t *prof = &mia_segment_of_page(page)->subproc->prof;
-  if (__atomic_load_n(&prof->attached, __ATOMIC_ACQUIRE) && prof->profiler.on_free != NULL &&
-      mia_sample_gen(hdr) == prof->generation) {
+  uint32_t *own;
+  if (!mia_prof_enter(prof, &own)) return true;
+  if (prof->profiler.on_free != NULL && mia_sample_gen(hdr) == prof->generation) {
     /* the callback may allocate: keep it out of sampling in this thread */
     bool was = mia_sampling_suspend();
     prof->profiler.on_free(p, mia_sample_size(hdr), hdr->data, prof->profiler.arg);
     mia_sampling_resume(was);
   }
+  mia_prof_leave(prof, own);
   return true;
 }
 
@@ -477,11 +551,27 @@ static void mia_prof_set_running(mia_prof_t *prof, bool running) {
 
 static mia_prof_t *mia_prof_current(void) { return &mi_heap_main()->subproc->prof; }
 
+/* Detach: no callback of the profiler runs once this returns (a call
+ * from inside one waits for the other threads' only). */
+static void mia_prof_detach(mia_prof_t *prof) {
+  for (;;) {
+    uint8_t state = __atomic_load_n(&prof->state, __ATOMIC_ACQUIRE);
+    if (state == MIA_PROF_DETACHED) return;
+    if (state == MIA_PROF_ATTACHED &&
+        __atomic_compare_exchange_n(&prof->state, &state, MIA_PROF_CHANGING, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_RELAXED))
+      break;
+    mia_prim_yield();   /* another thread is attaching or detaching */
+  }
+  mia_prof_set_running(prof, false);
+  mia_prof_wait_callbacks(prof);
+  __atomic_store_n(&prof->state, MIA_PROF_DETACHED, __ATOMIC_SEQ_CST);
+}
+
 mia_export bool mi_profile(const mi_profiler_t *profiler) {
   mia_prof_t *prof = mia_prof_current();
   if (profiler == NULL) {
-    mia_prof_set_running(prof, false);
-    __atomic_store_n(&prof->attached, false, __ATOMIC_RELEASE);
+    mia_prof_detach(prof);
     return true;
   }
   if (!MIALLOC_PROF) {
@@ -495,22 +585,30 @@ mia_export bool mi_profile(const mi_profiler_t *profiler) {
     errno = EINVAL;
     return false;
   }
-  if (__atomic_load_n(&prof->attached, __ATOMIC_ACQUIRE)) {
+  uint8_t detached = MIA_PROF_DETACHED;
+  if (!__atomic_compare_exchange_n(&prof->state, &detached, MIA_PROF_CHANGING, false, __ATOMIC_SEQ_CST,
+                                   __ATOMIC_RELAXED)) {
     mia_error(EBUSY, "mi_profile: a profiler is already attached to this sub-process\n");
     errno = EBUSY;
     return false;
   }
+  /* no callback reads these now: every call entered finds the state
+   * changing, and the last detach waited for those of the old profiler */
   prof->profiler = *profiler;
+  __atomic_store_n(&prof->rate, profiler->sample_rate, __ATOMIC_RELAXED);
+  __atomic_store_n(&prof->seed, profiler->seed, __ATOMIC_RELAXED);
   prof->generation++;
   prof->header_size = sizeof(mia_sample_hdr_t) + ((profiler->sample_data_size + 15) & ~(size_t)15);
-  __atomic_store_n(&prof->attached, true, __ATOMIC_RELEASE);
+  /* running first: a detach can only come after the store, and its stop
+   * after this start (a sample drawn before the store is a plain block) */
   mia_prof_set_running(prof, profiler->sample_rate > 0);
+  __atomic_store_n(&prof->state, MIA_PROF_ATTACHED, __ATOMIC_SEQ_CST);
   return true;
 }
 
 mia_export void mi_profiler_start(void) {
   mia_prof_t *prof = mia_prof_current();
-  if (__atomic_load_n(&prof->attached, __ATOMIC_ACQUIRE) && prof->profiler.sample_rate > 0)
+  if (mia_prof_is_attached(prof) && __atomic_load_n(&prof->rate, __ATOMIC_RELAXED) > 0)
     mia_prof_set_running(prof, true);
 }
 
@@ -518,6 +616,8 @@ mia_export void mi_profiler_stop(void) { mia_prof_set_running(mia_prof_current()
 
 mia_export void mi_profiler_snapshot(void) {
   mia_prof_t *prof = mia_prof_current();
-  if (__atomic_load_n(&prof->attached, __ATOMIC_ACQUIRE) && prof->profiler.on_snapshot != NULL)
-    prof->profiler.on_snapshot(prof->profiler.arg);
+  uint32_t *own;
+  if (!mia_prof_enter(prof, &own)) return;
+  if (prof->profiler.on_snapshot != NULL) prof->profiler.on_snapshot(prof->profiler.arg);
+  mia_prof_leave(prof, own);
 }

@@ -153,6 +153,7 @@ static void mia_subproc_lock_all(mia_subproc_t *sp) {
 }
 
 static void mia_subproc_unlock_all(mia_subproc_t *sp, bool child) {
+  if (child) mia_prof_fork_child(&sp->prof);
   void (*release)(mia_lock_t *) = child ? mia_lock_fork_child : mia_lock_fork_parent;
   release(&sp->lock);
   release(&sp->heap_main.lock);

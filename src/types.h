@@ -210,6 +210,7 @@ struct mia_tld_s {
   uint64_t next_purge_check;     /* ms */
   mia_subproc_t *subproc;
   struct mia_tld_s *next_free;   /* metadata pool link */
+  uint32_t prof_calls;           /* thread tld only: profiler callbacks this thread is inside */
   bool is_done;
 #if MIA_REMOTE_BATCH
   mia_remote_batch_t remote_batch[MIA_REMOTE_BATCH];  /* thread tld only */
@@ -285,11 +286,14 @@ struct mi_heap_s {
 
 /* What a profiler attached to a sub-process needs in the slow paths. */
 typedef struct mia_prof_s {
-  mi_profiler_t profiler;
+  mi_profiler_t profiler;         /* read inside callbacks only (prof.c) */
+  size_t rate;                    /* the profiler's sample_rate and seed, for any thread's draws */
+  uint64_t seed;
   size_t header_size;             /* bytes before a sampled block: cookie, size, data */
   uint16_t generation;            /* attachments so far (wraps): a sample's own is in its header */
-  bool attached;
+  uint8_t state;                  /* MIA_PROF_DETACHED, _ATTACHED or _CHANGING (prof.c) */
   bool running;
+  uint32_t in_callback;           /* threads inside (or entering) one of the profiler's callbacks */
 } mia_prof_t;
 
 struct mia_subproc_s {

@@ -3,8 +3,10 @@
 # built with -fsanitize=thread), ThreadSanitizer watches the allocator
 # while threads mix the mi_ API and free each other's blocks
 # (tests/stress/test-api-handoff): no data race may be reported, with the
-# defaults, with thinning and purging at once, and with guarded sampling.
-# Other builds: skipped (the plan says why).
+# defaults, with thinning and purging at once, and with guarded sampling;
+# nor while profilers are attached and detached under load
+# (tests/stress/test-profile-detach).  Other builds: skipped (the plan
+# says why).
 b=${MIALLOC_BUILDDIR:-.}
 if ! grep -q '^#define MIALLOC_TSAN 1' "$b/config.h" 2>/dev/null; then
   echo "1..0 # SKIP not a ThreadSanitizer build (configure --enable-tsan)"
@@ -38,4 +40,6 @@ check() {  # check DESCRIPTION ENV...
 check "threads handing mi_ blocks to each other, profiled: no data race reported" TSAN_OPTIONS=exitcode=66
 check "the same with thinning and purges due at once" MIALLOC_PAGE_THIN=1 MIALLOC_PURGE_DELAY=0
 check "the same with guarded sampling of 1 in 20" MIALLOC_GUARDED_SAMPLE_RATE=20
+prog="$b/tests/stress/test-profile-detach"
+check "profilers attached and detached while threads sample: no data race reported" TSAN_OPTIONS=exitcode=66
 echo "1..$n"
