@@ -302,18 +302,19 @@ void mia_prof_account(mia_page_t *page, size_t len) {
 static mia_always_inline void *mia_prof_sample(mia_theap_t *theap, size_t size, bool zero, size_t sample_size,
                                                int64_t *next) {
   mia_prof_t *prof = mia_prof_of(theap);
-  /* debug builds asked for room for a padding record: the program's size
-   * is what the profiler hears of (the nested allocation adds it again) */
-  if (mia_padded()) size = size > MIA_PADDING_SIZE + sizeof(void *) ? size - MIA_PADDING_SIZE : sizeof(void *);
   *next = -1;
   theap->in_sample = true;   /* nested allocations (the callback's) are not sampled */
   uint32_t *own;
   if (!mia_prof_enter(prof, &own)) {
-    /* detached since this thread decided to sample: a plain block */
-    void *plain = mia_theap_malloc(theap, size, zero);
+    /* detached since this thread decided to sample: the block the caller
+     * would have taken (raw: checked and tools builds set it up on return) */
+    void *plain = mia_theap_malloc_raw(theap, size, zero);
     theap->in_sample = false;
     return plain;
   }
+  /* debug builds asked for room for a padding record: the program's size
+   * is what the profiler hears of (the nested allocation adds it again) */
+  if (mia_padded()) size = size > MIA_PADDING_SIZE + sizeof(void *) ? size - MIA_PADDING_SIZE : sizeof(void *);
   size_t hsize = prof->header_size;
   uint8_t *block = NULL;
   if (size > MIA_MAX_ALLOC_SIZE - hsize)

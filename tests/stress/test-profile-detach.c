@@ -41,7 +41,13 @@ typedef struct {
 } test_prof_t;
 
 static test_prof_t prof_a, prof_b;
-static atomic_long late_calls, foreign_data;
+static atomic_long late_calls, foreign_data, lib_errors;
+
+/* anything the library reports (debug builds check each block handed out) */
+static void on_error(int err, void *arg) {
+  (void)err, (void)arg;
+  atomic_fetch_add(&lib_errors, 1);
+}
 static atomic_bool stop;
 
 /* a few microseconds inside the callback, as a profiler that unwinds
@@ -127,6 +133,7 @@ static void test_switching(void) {
          "no callback runs after its profiler's detach returned (%ld did)", atomic_load(&late_calls));
   TAP_OK(atomic_load(&foreign_data) == 0,
          "on_free gets only its own profiler's sample data (%ld other)", atomic_load(&foreign_data));
+  TAP_OK(atomic_load(&lib_errors) == 0, "the library reported no error (%ld)", atomic_load(&lib_errors));
 }
 
 /* ---- a callback that detaches ---- */
@@ -198,6 +205,7 @@ int main(void) {
   printf("1..0 # SKIP built without profiler support (--disable-prof)\n");
   return 0;
 #endif
+  mi_register_error(on_error, NULL);
   prof_init(&prof_a, 8, 0xA11CE5A3B1E5u);
   prof_init(&prof_b, 48, 0xB0B5EC0DDA7Au);
   test_switching();
