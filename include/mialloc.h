@@ -343,8 +343,8 @@ typedef struct mi_profiler_s {
 /* Attach (the struct is copied) or, with NULL, detach.  Attaching starts
  * sampling.  Returns false if another profiler is attached or the values
  * are out of range.  A detach waits for the callbacks other threads are
- * inside: once it returns, none of the old profiler's runs any more (a
- * callback must not wait for a thread that is detaching).  Blocks sampled
+ * running: once it returns, no callback of the old profiler runs any more
+ * (a callback must not wait for a thread that is detaching).  Blocks sampled
  * for a profiler that was detached are never reported to one attached
  * later. */
 mi_decl_export bool mi_profile(const mi_profiler_t *profiler);
