@@ -80,6 +80,8 @@ static mia_prof_t *mia_prof_of(mia_theap_t *theap) { return &theap->tld->subproc
  * callback can read half-written. */
 enum { MIA_PROF_DETACHED, MIA_PROF_ATTACHED, MIA_PROF_CHANGING };
 
+static void mia_prof_set_running(mia_prof_t *prof, bool running);
+
 /* The calling thread's count of callbacks it is inside (NULL for a thread
  * that never allocated): a callback that detaches must not wait for itself. */
 static uint32_t *mia_prof_own_calls(void) {
@@ -122,7 +124,7 @@ static bool mia_prof_is_attached(mia_prof_t *prof) {
  * the only callbacks still running are the forking thread's own. */
 void mia_prof_fork_child(mia_prof_t *prof) {
   if (__atomic_load_n(&prof->state, __ATOMIC_RELAXED) == MIA_PROF_CHANGING) {
-    __atomic_store_n(&prof->running, false, __ATOMIC_RELAXED);
+    mia_prof_set_running(prof, false);
     __atomic_store_n(&prof->state, MIA_PROF_DETACHED, __ATOMIC_RELAXED);
   }
   uint32_t *own = mia_prof_own_calls();

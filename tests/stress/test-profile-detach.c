@@ -178,26 +178,44 @@ static void *alloc_until_held(void *arg) {
   return NULL;
 }
 
+static atomic_bool detaching;
+
+static void *detach(void *arg) {
+  (void)arg;
+  atomic_store(&detaching, true);
+  mi_profile(NULL);   /* waits for the callback held in on_alloc_holding */
+  return NULL;
+}
+
+/* Fork while one thread is held inside on_alloc and another waits in
+ * mi_profile(NULL) for it: neither exists in the child, which must still
+ * be able to detach (nothing to wait for) and attach again (no change
+ * left half-made). */
 static void test_fork_inside(void) {
   mi_profiler_t pr = {.sample_rate = 64, .on_alloc = on_alloc_holding};
   TAP_OK(mi_profile(&pr), "attach a profiler whose on_alloc waits");
-  pthread_t t;
+  pthread_t t, d;
   pthread_create(&t, NULL, alloc_until_held, NULL);
   while (atomic_load(&fork_phase) != 1) sleep_us(100);
+  pthread_create(&d, NULL, detach, NULL);
+  while (!atomic_load(&detaching)) sleep_us(100);
+  sleep_us(20000);   /* let it reach its wait */
   pid_t pid = fork();
   if (pid == 0) {
-    alarm(10);   /* waiting for the parent's thread, which is not here, would hang */
+    alarm(10);   /* waiting for the parent's threads, which are not here, would hang */
     mi_profile(NULL);
     _exit(mi_profile(&pr) && mi_profile(NULL) ? 0 : 3);
   }
   atomic_store(&fork_phase, 2);
   pthread_join(t, NULL);
+  pthread_join(d, NULL);
   int status = 0;
-  TAP_OK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork while another thread is inside on_alloc");
+  TAP_OK(pid > 0 && waitpid(pid, &status, 0) == pid,
+         "fork while one thread is inside on_alloc and another detaching waits for it");
   TAP_OK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
          "the child detaches and attaches again (status %d, signal %d)", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
          WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  TAP_OK(mi_profile(NULL), "the parent detaches");
+  TAP_OK(mi_profile(&pr) && mi_profile(NULL), "the parent's detach finished: attach and detach again");
 }
 
 int main(void) {
