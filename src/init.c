@@ -142,7 +142,7 @@ void mia_process_init(void) {
     return;
   }
   mia_init_thread = mia_prim_thread_id();
-  mia_process_start_ms = mia_prim_clock_ms();
+  mia_process_start_ms = mia_prim_clock_ms_startup();
   /* both secrets from one system call: every process pays for it */
   uintptr_t seeds[2] = {0, mia_free_mark};
   if (!mia_prim_random_buf(seeds, sizeof seeds)) mia_secrets_fallback(seeds);

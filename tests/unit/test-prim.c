@@ -36,6 +36,9 @@ int main(void) {
   uint64_t t1 = mia_prim_clock_ns();
   TAP_OK(t1 - t0 >= 15000000u, "monotonic clock advances with sleep (%llu ns)", (unsigned long long)(t1 - t0));
   TAP_OK(mia_prim_clock_ms() >= t1 / 1000000u, "millisecond clock agrees");
+  uint64_t s0 = mia_prim_clock_ms(), s1 = mia_prim_clock_ms_startup(), s2 = mia_prim_clock_ms();
+  TAP_OK(s0 <= s1 && s1 <= s2, "start-up clock (a system call) is the same clock (%llu <= %llu <= %llu)",
+         (unsigned long long)s0, (unsigned long long)s1, (unsigned long long)s2);
 
   pthread_t t;
   void *other;
