@@ -99,10 +99,7 @@ static void *mia_malloc_aligned_impl(mia_theap_t *theap, size_t size, size_t ali
     uintptr_t aligned = (((uintptr_t)block + offset + alignment - 1) & ~(uintptr_t)(alignment - 1)) - offset;
     if (aligned != (uintptr_t)block) {
       mia_page_t *page = mia_page_of(block);
-      if (!(mia_page_flags(page) & MIA_PAGE_HAS_ALIGNED)) {
-        mia_page_set_flags(page, (uint8_t)(mia_page_flags(page) | MIA_PAGE_HAS_ALIGNED));
-        mia_page_set_free_key(page, mia_page_free_key(page) | MIA_PAGE_HAS_ALIGNED);
-      }
+      if (!(mia_page_flags(page) & MIA_PAGE_HAS_ALIGNED)) mia_page_add_flag(page, MIA_PAGE_HAS_ALIGNED);
       /* only a 16-byte boundary can be a former block's start, and there
        * the word is inside this block */
       if ((aligned & 15) == 0) mia_block_forget_mark((void *)aligned);
@@ -122,7 +119,7 @@ static void *mia_malloc_aligned_impl(mia_theap_t *theap, size_t size, size_t ali
   uintptr_t aligned = (((uintptr_t)page->start + offset + alignment - 1) & ~(uintptr_t)(alignment - 1)) - offset;
   /* the block does not start at page->start: frees of it are not checked
    * for interior pointers (mia_huge_interior) */
-  if ((uint8_t *)aligned != page->start) mia_page_set_flag(page, MIA_PAGE_HAS_ALIGNED, true);
+  if ((uint8_t *)aligned != page->start) mia_page_add_flag(page, MIA_PAGE_HAS_ALIGNED);
   mia_huge_set_used(page, (size_t)(aligned - (uintptr_t)page->start) + size);
   if (!page->is_zero_init && (aligned & 15) == 0) mia_block_forget_mark((void *)aligned);
   if (zero && !page->is_zero_init) mia_memzero((void *)aligned, mia_page_usable_of(page, (void *)aligned));

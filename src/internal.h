@@ -193,6 +193,14 @@ static inline void mia_page_set_flags(mia_page_t *page, uint8_t flags) {
   __atomic_store_n(&page->flags, flags, __ATOMIC_RELAXED);
 }
 
+/* Raise a flag in both places, keeping the rest of free_key as it is: a
+ * huge page's key is MIA_PAGE_IN_FULL whatever its flags say (segment.c),
+ * which mia_page_set_flag would rebuild from the flags. */
+static inline void mia_page_add_flag(mia_page_t *page, uint8_t flag) {
+  mia_page_set_flags(page, (uint8_t)(mia_page_flags(page) | flag));
+  mia_page_set_free_key(page, mia_page_free_key(page) | flag);
+}
+
 /* The carved blocks, as a thread other than the owner may read it (secure
  * builds' checks of a free or a realloc): it only grows while the page is
  * in use, so an older value still covers every block handed out. */

@@ -330,14 +330,7 @@ static mia_always_inline void *mia_prof_sample(mia_theap_t *theap, size_t size, 
     return NULL;
   }
   mia_page_t *page = mia_page_of(block);
-  if (!(mia_page_flags(page) & MIA_PAGE_HAS_SAMPLED)) {
-    if (page->is_huge) {
-      mia_page_set_flags(page, (uint8_t)(mia_page_flags(page) | MIA_PAGE_HAS_SAMPLED));
-      mia_page_set_free_key(page, mia_page_free_key(page) | MIA_PAGE_HAS_SAMPLED);
-    } else {
-      mia_page_set_flag(page, MIA_PAGE_HAS_SAMPLED, true);
-    }
-  }
+  if (!(mia_page_flags(page) & MIA_PAGE_HAS_SAMPLED)) mia_page_add_flag(page, MIA_PAGE_HAS_SAMPLED);
   if (!page->is_huge) atomic_fetch_add_explicit(&page->sampled_live, 1, memory_order_relaxed);
   uint8_t *p = block + hsize;
   mia_sample_hdr_t *hdr = (mia_sample_hdr_t *)block;
