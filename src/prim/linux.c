@@ -42,11 +42,7 @@ static inline void keep_errno_restore(const int *saved) { errno = *saved; }
 size_t mia_prim_page_size(void) {
   static size_t cached;
   if (cached == 0) {
-    long sz = 0;   /* from the aux vector, as glibc's sysconf does, one libc call less */
-#ifdef HAVE_GETAUXVAL
-    sz = (long)getauxval(AT_PAGESZ);
-#endif
-    if (sz <= 0) sz = sysconf(_SC_PAGESIZE);
+    long sz = sysconf(_SC_PAGESIZE);
     cached = sz > 0 ? (size_t)sz : 4096;
   }
   return cached;
@@ -456,10 +452,14 @@ size_t mia_prim_numa_node_count(void) {
 
 long mia_prim_gettid(void) { return syscall(SYS_gettid); }
 
+static uint64_t timespec_ns(const struct timespec *ts) {
+  return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
+}
+
 uint64_t mia_prim_clock_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  return timespec_ns(&ts);
 }
 
 uint64_t mia_prim_clock_ms(void) { return mia_prim_clock_ns() / 1000000u; }
@@ -473,7 +473,7 @@ uint64_t mia_prim_clock_ms_startup(void) {
   MIA_KEEP_ERRNO;
   struct timespec ts;
   if (syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts) != 0) return mia_prim_clock_ms();   /* a filter refused it */
-  return ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) / 1000000u;
+  return timespec_ns(&ts) / 1000000u;
 }
 
 void mia_prim_futex_wait(int *addr, int expected) {

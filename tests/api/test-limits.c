@@ -21,7 +21,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #define LIMITS 2
@@ -219,7 +218,7 @@ int main(void) {
   /* mi_expand never grows a block past the limits either */
   p = malloc(64);
   TAP_OK(mi_expand(p, v_size_max - 8) == NULL && mi_expand(p, (size_t)PTRDIFF_MAX) == NULL,
-         "mi_expand to SIZE_MAX - 8 or PTRDIFF_MAX: NULL, the block unchanged (usable %zu)", mi_usable_size(p));
+         "mi_expand to SIZE_MAX - 8 or PTRDIFF_MAX: NULL");
   free(p);
   return tap_done();
 }
