@@ -89,7 +89,8 @@ static inline bool mia_remote_batchable(const mia_page_t *page, uintptr_t owner)
 
 /* Untag the batch's links (their lines are this thread's by now), then
  * push it in one go. */
-static inline void mia_remote_push_batch(mia_remote_batch_t *batch) {
+static inline void mia_remote_push_batch(mia_tld_t *tld, size_t i) {
+  mia_remote_batch_t *batch = &tld->remote_batch[i];
   for (mia_block_t *b = batch->first; b != batch->last;) {
     b->next = (mia_block_t *)((uintptr_t)b->next & ~MIA_BATCHED_LINK_TAG);
     b = b->next;
@@ -97,6 +98,7 @@ static inline void mia_remote_push_batch(mia_remote_batch_t *batch) {
   mia_free_remote_list(batch->page, batch->first, batch->last, batch->count);
   batch->page = NULL;
   batch->count = 0;
+  tld->remote_waiting[i / 64] &= ~((uint64_t)1 << (i % 64));
 }
 
 static void mia_free_remote_batched(mia_page_t *page, mia_block_t *block, uintptr_t owner) {
@@ -109,25 +111,30 @@ static void mia_free_remote_batched(mia_page_t *page, mia_block_t *block, uintpt
   /* page records are 64-byte aligned; the segment's bits spread pages of
    * different segments with the same index */
   uintptr_t key = ((uintptr_t)page >> 6) ^ ((uintptr_t)page >> MIA_SEGMENT_SHIFT);
-  mia_remote_batch_t *batch = &tld->remote_batch[key % MIA_REMOTE_BATCH];
+  size_t i = key % MIA_REMOTE_BATCH;
+  mia_remote_batch_t *batch = &tld->remote_batch[i];
   mia_block_set_free_mark(block);
   if (batch->page == page) {
     block->next = (mia_block_t *)((uintptr_t)batch->first | MIA_BATCHED_LINK_TAG);
     batch->first = block;
   } else {
-    if (batch->page != NULL) mia_remote_push_batch(batch);
+    if (batch->page != NULL) mia_remote_push_batch(tld, i);
     size_t limit = MIA_REMOTE_BATCH_BYTES / page->block_size;
     block->next = (mia_block_t *)((uintptr_t)block | MIA_BATCHED_LINK_TAG);
     batch->page = page;
     batch->first = batch->last = block;
     batch->limit = limit < MIA_REMOTE_BATCH_BLOCKS ? (uint32_t)limit : MIA_REMOTE_BATCH_BLOCKS;
+    tld->remote_waiting[i / 64] |= (uint64_t)1 << (i % 64);
   }
-  if (++batch->count >= batch->limit) mia_remote_push_batch(batch);
+  if (++batch->count >= batch->limit) mia_remote_push_batch(tld, i);
 }
 
+/* Every fresh page flushes, so the flush visits only the batches that hold
+ * blocks: walking all 128 entries took 18 % of a loop that allocates and
+ * frees 64 blocks of 8 KiB, which sets up a page every 8 of them. */
 void mia_remote_flush(mia_tld_t *tld) {
-  for (size_t i = 0; i < MIA_REMOTE_BATCH; i++)
-    if (tld->remote_batch[i].page != NULL) mia_remote_push_batch(&tld->remote_batch[i]);
+  for (size_t w = 0; w < MIA_REMOTE_BATCH / 64; w++)
+    while (tld->remote_waiting[w] != 0) mia_remote_push_batch(tld, w * 64 + (size_t)__builtin_ctzll(tld->remote_waiting[w]));
 }
 
 #else

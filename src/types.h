@@ -214,6 +214,7 @@ struct mia_tld_s {
   bool is_done;
 #if MIA_REMOTE_BATCH
   mia_remote_batch_t remote_batch[MIA_REMOTE_BATCH];  /* thread tld only */
+  uint64_t remote_waiting[MIA_REMOTE_BATCH / 64];     /* which of them hold blocks */
 #endif
 };
 
