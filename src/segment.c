@@ -370,6 +370,11 @@ void mia_segment_page_free(mia_page_t *page) {
     mia_segment_release(tld, seg);
     return;
   }
+  /* most frees find the segment's purge scheduled and not due yet, which
+   * the cheap clock can tell: a loop that sets up and lets go of pages
+   * (64 blocks of 8 KiB allocated and freed) spent a tenth of its time
+   * reading the precise one */
+  if (seg->purge_at != 0 && tld->next_purge_check != 0 && mia_prim_clock_ms_upper() < tld->next_purge_check) return;
   uint64_t now = mia_prim_clock_ms();
   mia_segment_schedule_purge(tld, seg, now);
   if (now >= tld->next_purge_check) mia_segments_purge(tld, false);

@@ -71,6 +71,7 @@ long     mia_prim_gettid(void);
 uint64_t mia_prim_clock_ms(void);       /* monotonic milliseconds */
 uint64_t mia_prim_clock_ns(void);
 uint64_t mia_prim_clock_ms_startup(void);  /* the same, without libc's clock_gettime */
+uint64_t mia_prim_clock_ms_upper(void);    /* cheap, never below mia_prim_clock_ms() */
 void     mia_prim_futex_wait(int *addr, int expected);
 void     mia_prim_futex_wait_ms(int *addr, int expected, uint64_t timeout_ms);  /* 0: no timeout */
 void     mia_prim_futex_wake(int *addr, int count);

@@ -54,6 +54,18 @@ int main(void) {
   uint64_t s0 = mia_prim_clock_ms(), s1 = mia_prim_clock_ms_startup(), s2 = mia_prim_clock_ms();
   TAP_OK(s0 <= s1 && s1 <= s2, "start-up clock (a system call) is the same clock (%llu <= %llu <= %llu)",
          (unsigned long long)s0, (unsigned long long)s1, (unsigned long long)s2);
+  /* the cheap clock, read after the precise one, is never below it, and
+   * above it by a few ticks at most */
+  bool bounds = true;
+  uint64_t most = 0;
+  for (int i = 0; i < 20000 && bounds; i++) {
+    uint64_t before_ms = mia_prim_clock_ms(), upper = mia_prim_clock_ms_upper();
+    bounds = upper >= before_ms;
+    if (bounds && upper - before_ms > most) most = upper - before_ms;
+    if (i % 1000 == 0) usleep(1500);
+  }
+  TAP_OK(bounds && most <= 100, "the cheap clock is an upper bound of the precise one, %llu ms above at most",
+         (unsigned long long)most);
   fflush(stdout);
   pid_t pid = fork();
   if (pid == 0) _exit(startup_clock_refused_child());
