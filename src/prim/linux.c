@@ -467,18 +467,29 @@ uint64_t mia_prim_clock_ms(void) { return mia_prim_clock_ns() / 1000000u; }
 /* The coarse clock is the time of the last timer tick: a few ns to read,
  * where the precise one costs 25 ns on this project's VM (it reads the
  * hypervisor's clock page).  It trails the precise clock by at most a tick;
- * two of its resolutions keep the bound where a tick comes late.  If it
- * cannot be read, the precise clock is an upper bound of itself. */
+ * two of its resolutions keep the bound where a tick comes late.  Where it
+ * cannot be read (no vDSO, and a seccomp filter refuses the system call),
+ * the precise clock is an upper bound of itself; the first read finds out,
+ * keeping errno, since frees call this. */
+#define MIA_COARSE_UNUSABLE UINT64_MAX
+
+static uint64_t coarse_slack_ms(void) {
+  MIA_KEEP_ERRNO;
+  struct timespec res, now;
+  if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0 || clock_gettime(CLOCK_MONOTONIC_COARSE, &now) != 0)
+    return MIA_COARSE_UNUSABLE;
+  return 2 * (timespec_ns(&res) / 1000000u + 1);
+}
+
 uint64_t mia_prim_clock_ms_upper(void) {
   static uint64_t slack_ms;   /* 0: not known yet; threads may race to set it, to the same value */
-  struct timespec ts;
   uint64_t slack = __atomic_load_n(&slack_ms, __ATOMIC_RELAXED);
   if (slack == 0) {
-    if (clock_getres(CLOCK_MONOTONIC_COARSE, &ts) != 0) return mia_prim_clock_ms();
-    slack = 2 * (timespec_ns(&ts) / 1000000u + 1);
+    slack = coarse_slack_ms();
     __atomic_store_n(&slack_ms, slack, __ATOMIC_RELAXED);
   }
-  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return mia_prim_clock_ms();
+  struct timespec ts;
+  if (slack == MIA_COARSE_UNUSABLE || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return mia_prim_clock_ms();
   return timespec_ns(&ts) / 1000000u + slack;
 }
 
