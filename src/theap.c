@@ -212,11 +212,7 @@ static mia_always_inline mia_page_t *mia_bin_page_with_room(mia_theap_t *theap, 
  * registers, 0.1 instructions per malloc+free pair (bench/run --fastpath). */
 static mia_noinline void mia_theap_free_idle(mia_theap_t *theap, uint8_t bin, uint32_t now) {
   long delay = mia_option_get_fast(mi_option_purge_delay);
-  /* one look a millisecond: a thread setting up pages back to back (64
-   * blocks of 8 KiB allocated and freed in a loop) otherwise read all 56
-   * bins' pages for each */
-  if (delay < 0 || now == theap->idle_look_ms) return;
-  theap->idle_look_ms = now;
+  if (delay < 0) return;
   for (uint8_t b = 1; b <= MIA_BIN_COUNT; b++) {
     mia_page_t *page = theap->pages[b].first;
     if (page == NULL || page->capacity < page->reserved / 2) continue;

@@ -261,7 +261,6 @@ struct mia_theap_s {
   mia_theap_t *heap_prev;
   mia_theap_t *tld_next;          /* the thread's list of first-class theaps */
   int64_t huge_sample_left;       /* profiler: bytes of huge blocks to the sample */
-  uint32_t idle_look_ms;          /* when mia_theap_free_idle last looked (low bits of the ms clock) */
   uint64_t thin_at;               /* ms: the next thinning round (thin.c) */
   uint32_t thin_round;
   uint8_t thin_backoff[MIA_BIN_COUNT + 1];    /* per bin: thinned too soon this often */
