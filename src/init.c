@@ -92,16 +92,19 @@ static void mia_thread_done_cb(void *value);
  * orders before malloc's locks (prim/linux.c); then ours in the order the
  * allocator nests them: thread teardown, the guarded slots (whose new slot
  * segments come from the arenas), heaps and arenas, then the page map
- * (arena work updates it). */
+ * (arena work updates it); last the registrations of callbacks, which
+ * take no other lock. */
 static void mia_fork_prepare(void) {
   mia_prim_fork_stdio_lock();
   mia_lock_fork_prepare(&mia_td_lock);
   mia_guarded_fork(MIA_FORK_PREPARE);
   mia_subprocs_fork_prepare();
   mia_pagemap_fork(MIA_FORK_PREPARE);
+  mia_callbacks_fork(MIA_FORK_PREPARE);
 }
 
 static void mia_fork_parent(void) {
+  mia_callbacks_fork(MIA_FORK_PARENT);
   mia_pagemap_fork(MIA_FORK_PARENT);
   mia_subprocs_fork_parent();
   mia_guarded_fork(MIA_FORK_PARENT);
@@ -110,6 +113,7 @@ static void mia_fork_parent(void) {
 }
 
 static void mia_fork_child(void) {
+  mia_callbacks_fork(MIA_FORK_CHILD);
   mia_pagemap_fork(MIA_FORK_CHILD);
   mia_subprocs_fork_child();
   mia_guarded_fork(MIA_FORK_CHILD);
@@ -302,21 +306,20 @@ mia_export void mi_thread_set_in_threadpool(void) {}
 
 /* ---- the deferred-free callback: the program may free its own cached
  * memory when we are about to ask for more ---- */
-static mi_deferred_free_fun *_Atomic mia_deferred_fun;
-static void *_Atomic mia_deferred_arg;
+static mia_callback_t mia_deferred_cb;
 static _Atomic(unsigned long long) mia_heartbeat;
 
 mia_export void mi_register_deferred_free(mi_deferred_free_fun *fun, void *arg) {
-  atomic_store(&mia_deferred_arg, arg);
-  atomic_store(&mia_deferred_fun, fun);
+  mia_callback_set(&mia_deferred_cb, (mia_callback_fun *)fun, arg);
 }
 
 void mia_deferred_free(mia_theap_t *theap, bool force) {
-  mi_deferred_free_fun *fun = atomic_load(&mia_deferred_fun);
+  void *arg;
+  mi_deferred_free_fun *fun = (mi_deferred_free_fun *)mia_callback_get(&mia_deferred_cb, &arg);
   unsigned long long beat = atomic_fetch_add(&mia_heartbeat, 1) + 1;
   if (fun == NULL || theap->in_deferred) return;
   theap->in_deferred = true;   /* the callback may call free (or malloc) */
-  fun(force, beat, atomic_load(&mia_deferred_arg));
+  fun(force, beat, arg);
   theap->in_deferred = false;
 }
 

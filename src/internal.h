@@ -62,6 +62,19 @@ void mia_lock_fork(mia_lock_t *lock, mia_fork_step_t step);
 void mia_guarded_fork(mia_fork_step_t step);
 void mia_pagemap_fork(mia_fork_step_t step);
 
+/* ---- registered callbacks, read with their arguments as pairs (callback.c) ---- */
+typedef void mia_callback_fun(void);   /* cast to and from the registered type */
+typedef struct {
+  _Atomic(unsigned) version;           /* slot[version & 1] is the current pair */
+  struct {
+    mia_callback_fun *_Atomic fun;
+    void *_Atomic arg;
+  } slot[2];
+} mia_callback_t;
+void mia_callback_set(mia_callback_t *cb, mia_callback_fun *fun, void *arg);
+mia_callback_fun *mia_callback_get(mia_callback_t *cb, void **arg);
+void mia_callbacks_fork(mia_fork_step_t step);
+
 /* ---- output and errors (output.c) ---- */
 void mia_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mia_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -9,21 +9,17 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static mi_output_fun *_Atomic mia_out_fun;
-static void *_Atomic mia_out_arg;
-static mi_error_fun *_Atomic mia_error_fun;
-static void *_Atomic mia_error_arg;
+static mia_callback_t mia_out_cb;
+static mia_callback_t mia_error_cb;
 static _Atomic(long) mia_error_count;
 static _Atomic(long) mia_warning_count;
 
 mia_export void mi_register_output(mi_output_fun *out, void *arg) {
-  atomic_store(&mia_out_arg, arg);
-  atomic_store(&mia_out_fun, out);
+  mia_callback_set(&mia_out_cb, (mia_callback_fun *)out, arg);
 }
 
 mia_export void mi_register_error(mi_error_fun *fun, void *arg) {
-  atomic_store(&mia_error_arg, arg);
-  atomic_store(&mia_error_fun, fun);
+  mia_callback_set(&mia_error_cb, (mia_callback_fun *)fun, arg);
 }
 
 static void mia_emit(mi_output_fun *out, void *arg, const char *msg) {
@@ -44,11 +40,19 @@ static void mia_vformat(mi_output_fun *out, void *arg, const char *prefix, const
   mia_emit(out, arg, buf);
 }
 
+static mi_output_fun *mia_registered_output(void **arg) {
+  return (mi_output_fun *)mia_callback_get(&mia_out_cb, arg);
+}
+
+/* To the registered output function (stderr when none). */
+static void mia_vformat_registered(const char *prefix, const char *fmt, va_list ap) {
+  void *arg;
+  mi_output_fun *out = mia_registered_output(&arg);
+  mia_vformat(out, arg, prefix, fmt, ap);
+}
+
 void mia_output_to(mi_output_fun *out, void *arg, const char *fmt, ...) {
-  if (out == NULL) {
-    out = atomic_load(&mia_out_fun);
-    arg = atomic_load(&mia_out_arg);
-  }
+  if (out == NULL) out = mia_registered_output(&arg);
   va_list ap;
   va_start(ap, fmt);
   mia_vformat(out, arg, NULL, fmt, ap);
@@ -58,7 +62,7 @@ void mia_output_to(mi_output_fun *out, void *arg, const char *fmt, ...) {
 void mia_message(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  mia_vformat(atomic_load(&mia_out_fun), atomic_load(&mia_out_arg), "mialloc: ", fmt, ap);
+  mia_vformat_registered("mialloc: ", fmt, ap);
   va_end(ap);
 }
 
@@ -66,7 +70,7 @@ void mia_verbose(const char *fmt, ...) {
   if (mia_option_get_fast(mi_option_verbose) == 0) return;
   va_list ap;
   va_start(ap, fmt);
-  mia_vformat(atomic_load(&mia_out_fun), atomic_load(&mia_out_arg), "mialloc: ", fmt, ap);
+  mia_vformat_registered("mialloc: ", fmt, ap);
   va_end(ap);
 }
 
@@ -76,7 +80,7 @@ void mia_warning(const char *fmt, ...) {
   if (atomic_fetch_add(&mia_warning_count, 1) >= mia_option_get_fast(mi_option_max_warnings)) return;
   va_list ap;
   va_start(ap, fmt);
-  mia_vformat(atomic_load(&mia_out_fun), atomic_load(&mia_out_arg), "mialloc: warning: ", fmt, ap);
+  mia_vformat_registered("mialloc: warning: ", fmt, ap);
   va_end(ap);
 }
 
@@ -121,10 +125,11 @@ static void mia_vreport(int err, int show, const char *fmt, va_list ap) {
       prefix = "mialloc: warning: ";
     }
     if (atomic_fetch_add(count, 1) < max)
-      mia_vformat(atomic_load(&mia_out_fun), atomic_load(&mia_out_arg), prefix, fmt, ap);
+      mia_vformat_registered(prefix, fmt, ap);
   }
-  mi_error_fun *fun = atomic_load(&mia_error_fun);
-  if (fun != NULL) fun(err, atomic_load(&mia_error_arg));
+  void *arg;
+  mi_error_fun *fun = (mi_error_fun *)mia_callback_get(&mia_error_cb, &arg);
+  if (fun != NULL) fun(err, arg);
   if (aborting) mia_prim_abort();
 }
 

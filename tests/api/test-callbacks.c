@@ -1,6 +1,7 @@
 /* test-callbacks.c -- mi_register_error gets the documented code for each
  * kind of error, mi_register_output receives messages and statistics (and
- * NULL restores stderr), mi_register_deferred_free is called, and
+ * NULL restores stderr), mi_register_deferred_free is called, a function
+ * registered while errors are reported gets its own argument, and
  * MIALLOC_ABORT_ON_ERROR aborts after a report.
  */
 #define _GNU_SOURCE
@@ -10,6 +11,8 @@
 #include "../json.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
@@ -60,6 +63,32 @@ static void on_deferred(bool force, unsigned long long heartbeat, void *arg) {
   if (force) deferred_forced++;
   last_beat = heartbeat;
   deferred_arg_seen = arg;
+}
+
+/* Two error functions, each registered with its own tag, swapped by a
+ * thread while another reports errors: a call with the other's tag is a
+ * torn read of the registered pair. */
+static int tag_a, tag_b;
+static _Atomic long calls_a, calls_b, torn_calls;
+static _Atomic int swapping, swapper_started;
+static void on_error_a(int err, void *arg) {
+  (void)err;
+  calls_a++;
+  if (arg != &tag_a) torn_calls++;
+}
+static void on_error_b(int err, void *arg) {
+  (void)err;
+  calls_b++;
+  if (arg != &tag_b) torn_calls++;
+}
+static void *swap_error_functions(void *arg) {
+  (void)arg;
+  swapper_started = 1;
+  while (swapping) {
+    mi_register_error(on_error_a, &tag_a);
+    mi_register_error(on_error_b, &tag_b);
+  }
+  return NULL;
 }
 
 /* volatile: keeps gcc from folding impossible sizes */
@@ -177,6 +206,26 @@ int main(void) {
   mi_option_disable(mi_option_verbose);
   TAP_OK(strstr(messages, "error: allocation of") != NULL && strstr(messages, "too large") != NULL,
          "with verbose on, a failed allocation is explained");
+
+  /* a pair registered while another thread reports errors */
+  swapping = 1;
+  pthread_t swapper;
+  pthread_create(&swapper, NULL, swap_error_functions, NULL);
+  while (!swapper_started) sched_yield();
+  /* until each function was called often (the threads may share a CPU),
+   * or 20 million reports */
+  long reports = 0;
+  while ((calls_a < 20000 || calls_b < 20000) && reports < 20000000) {
+    p = mi_malloc(size_max);
+    if (p != NULL) break;
+    reports++;
+  }
+  swapping = 0;
+  pthread_join(swapper, NULL);
+  TAP_OK(torn_calls == 0 && calls_a >= 20000 && calls_b >= 20000,
+         "error functions swapped during %ld reports: each got its own argument "
+         "(%ld and %ld calls, %ld with the other's)", reports, (long)calls_a, (long)calls_b, (long)torn_calls);
+  mi_register_error(on_error, &token);
 
   /* unregistering: no more calls */
   mi_register_error(NULL, NULL);
