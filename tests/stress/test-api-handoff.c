@@ -5,7 +5,9 @@
  * go through the slow paths).  A table of every live pointer catches a
  * block handed out twice the moment malloc returns it; contents are
  * checked at every free, and the profiler must hear of exactly the frees
- * of sampled blocks, with their data.
+ * of sampled blocks, with their data.  The threads also register error
+ * functions in turns and fail allocations: each call must bring the
+ * argument registered with its function.
  *
  * Also the workload of test-tsan.sh: in an --enable-tsan build the
  * library is instrumented and ThreadSanitizer sees every access the
@@ -32,6 +34,31 @@ enum {
 };
 
 static atomic_long doubles, strays, corrupt, bad_samples, sampled;
+static atomic_long error_calls, torn_calls;
+
+/* ---- error functions: one for threads of even ids, one for odd ---- */
+
+static int tags[2][ROUNDS * THREADS + 1];
+static volatile size_t size_max = SIZE_MAX;   /* volatile: no folding */
+
+static void on_error_tagged(int parity, void *arg) {
+  atomic_fetch_add(&error_calls, 1);
+  int *tag = arg;
+  if (tag < &tags[parity][0] || tag > &tags[parity][ROUNDS * THREADS]) atomic_fetch_add(&torn_calls, 1);
+}
+static void on_error_even(int err, void *arg) {
+  (void)err;
+  on_error_tagged(0, arg);
+}
+static void on_error_odd(int err, void *arg) {
+  (void)err;
+  on_error_tagged(1, arg);
+}
+
+static void register_and_fail(long id) {
+  mi_register_error(id & 1 ? on_error_odd : on_error_even, &tags[id & 1][id]);
+  if (mi_malloc(size_max) != NULL) atomic_fetch_add(&corrupt, 1);
+}
 
 /* ---- pointer sets: open addressing under a lock each ---- */
 
@@ -189,6 +216,7 @@ static void destroy_a_heap(uint64_t *s) {
 }
 
 static void *worker(void *arg) {
+  long id = (long)(intptr_t)arg;
   uint64_t s = (uintptr_t)arg * 7919 + 1;
   void *slot[SLOTS] = {0};
   size_t slot_size[SLOTS] = {0};
@@ -226,6 +254,8 @@ static void *worker(void *arg) {
     } else if (r < 96) {
       if (next_random(&s) % 8 == 0) destroy_a_heap(&s);
       else mi_collect(next_random(&s) % 16 == 0);
+    } else if (r < 97) {
+      register_and_fail(id);
     } else {
       size_t align = (size_t)64 << (next_random(&s) % 6);
       void *p = fill(live_add(mi_malloc_aligned(size + 1, align)), size + 1);
@@ -264,6 +294,10 @@ int main(void) {
   TAP_OK(doubles == 0, "no block was handed out while it was live (%ld)", (long)doubles);
   TAP_OK(strays == 0 && corrupt == 0, "every block kept its contents and alignment (%ld bad, %ld unknown)",
          (long)corrupt, (long)strays);
+  mi_register_error(NULL, NULL);
+  TAP_OK(error_calls > 0 && torn_calls == 0,
+         "error functions registered by turns got their own arguments (%ld calls, %ld wrong)",
+         (long)error_calls, (long)torn_calls);
   if (profiled) {
     mi_profile(NULL);
     TAP_OK(sampled > 1000 && bad_samples == 0,
