@@ -18,6 +18,7 @@ static mia_lock_t mia_callback_lock;
 void mia_callback_set(mia_callback_t *cb, mia_callback_fun *fun, void *arg) {
   mia_lock(&mia_callback_lock);
   unsigned version = atomic_load_explicit(&cb->version, memory_order_relaxed) + 1;
+  if (version == 0) version = 2;   /* 0 says "never registered"; the slots still alternate */
   /* a reader whose loads see these stores sees, after its fence, every
    * version before this one: at least the one it started from plus one */
   atomic_thread_fence(memory_order_release);
@@ -25,17 +26,6 @@ void mia_callback_set(mia_callback_t *cb, mia_callback_fun *fun, void *arg) {
   atomic_store_explicit(&cb->slot[version & 1].arg, arg, memory_order_relaxed);
   atomic_store_explicit(&cb->version, version, memory_order_release);
   mia_unlock(&mia_callback_lock);
-}
-
-mia_callback_fun *mia_callback_get(mia_callback_t *cb, void **arg) {
-  for (;;) {
-    unsigned version = atomic_load_explicit(&cb->version, memory_order_acquire);
-    mia_callback_fun *fun = atomic_load_explicit(&cb->slot[version & 1].fun, memory_order_relaxed);
-    *arg = atomic_load_explicit(&cb->slot[version & 1].arg, memory_order_relaxed);
-    atomic_thread_fence(memory_order_acquire);
-    /* one registration since wrote the other slot; two may have written this one */
-    if (atomic_load_explicit(&cb->version, memory_order_relaxed) - version < 2) return fun;
-  }
 }
 
 void mia_callbacks_fork(mia_fork_step_t step) { mia_lock_fork(&mia_callback_lock, step); }

@@ -314,10 +314,12 @@ mia_export void mi_register_deferred_free(mi_deferred_free_fun *fun, void *arg) 
 }
 
 void mia_deferred_free(mia_theap_t *theap, bool force) {
+  unsigned long long beat = atomic_fetch_add(&mia_heartbeat, 1) + 1;
+  /* every fresh page comes here: most programs never register one */
+  if (mia_callback_never_set(&mia_deferred_cb) || theap->in_deferred) return;
   void *arg;
   mi_deferred_free_fun *fun = (mi_deferred_free_fun *)mia_callback_get(&mia_deferred_cb, &arg);
-  unsigned long long beat = atomic_fetch_add(&mia_heartbeat, 1) + 1;
-  if (fun == NULL || theap->in_deferred) return;
+  if (fun == NULL) return;
   theap->in_deferred = true;   /* the callback may call free (or malloc) */
   fun(force, beat, arg);
   theap->in_deferred = false;

@@ -72,7 +72,21 @@ typedef struct {
   } slot[2];
 } mia_callback_t;
 void mia_callback_set(mia_callback_t *cb, mia_callback_fun *fun, void *arg);
-mia_callback_fun *mia_callback_get(mia_callback_t *cb, void **arg);
+/* Never registered: the common case, told by one load. */
+static inline bool mia_callback_never_set(mia_callback_t *cb) {
+  return atomic_load_explicit(&cb->version, memory_order_relaxed) == 0;
+}
+/* The current pair; inline, for the deferred-free read of each fresh page. */
+static inline mia_callback_fun *mia_callback_get(mia_callback_t *cb, void **arg) {
+  for (;;) {
+    unsigned version = atomic_load_explicit(&cb->version, memory_order_acquire);
+    mia_callback_fun *fun = atomic_load_explicit(&cb->slot[version & 1].fun, memory_order_relaxed);
+    *arg = atomic_load_explicit(&cb->slot[version & 1].arg, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    /* one registration since wrote the other slot; two may have written this one */
+    if (atomic_load_explicit(&cb->version, memory_order_relaxed) - version < 2) return fun;
+  }
+}
 void mia_callbacks_fork(mia_fork_step_t step);
 
 /* ---- output and errors (output.c) ---- */
