@@ -79,7 +79,8 @@ void mia_realloc_in_place(mia_page_t *page, void *p, size_t newsize, size_t usab
  * than half the block; otherwise move.  On failure p is untouched.  A p
  * that is no live block gets NULL and EINVAL, after the report a free of
  * it would make (a foreign pointer, or one freed already). */
-void *mia_realloc_zero(mia_theap_t *theap, void *p, size_t newsize, bool zero) {
+/* Everything but a plain block that stays (mia_realloc_stays). */
+static mia_noinline void *mia_realloc_generic(mia_theap_t *theap, void *p, size_t newsize, bool zero) {
   if (p == NULL) return mia_theap_malloc(theap, newsize, zero);
   mia_page_t *page;
   if (mia_unlikely(!mia_realloc_source_ok(p, &page))) return NULL;
@@ -109,7 +110,15 @@ void *mia_realloc_zero(mia_theap_t *theap, void *p, size_t newsize, bool zero) {
   return newp;
 }
 
-mia_export void *mi_realloc(void *p, size_t newsize) { return mia_realloc_zero(mia_theap_get(), p, newsize, false); }
+void *mia_realloc_zero(mia_theap_t *theap, void *p, size_t newsize, bool zero) {
+  if (!zero && mia_realloc_stays(p, newsize)) return p;
+  return mia_realloc_generic(theap, p, newsize, zero);
+}
+
+mia_export void *mi_realloc(void *p, size_t newsize) {
+  if (mia_realloc_stays(p, newsize)) return p;
+  return mia_realloc_generic(mia_theap_get(), p, newsize, false);
+}
 
 mia_export void *mi_expand(void *p, size_t newsize) {
   if (p == NULL) return NULL;

@@ -123,11 +123,26 @@ static inline void mia_free_secure(void *p) {
 }
 #endif
 
+/* A block of a plain page (no aligned, sampled or held blocks; not huge,
+ * not guarded) that passes the checks the build's free makes first: no
+ * padding record to consult, and it does not look free. */
+static inline bool mia_realloc_plain_live(const mia_page_t *page, void *p) {
+  bool plain = (mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED | MIA_PAGE_HAS_HELD)) == 0 &&
+               !page->is_huge && !page->is_guarded;
+#if MIALLOC_SECURE && !MIALLOC_PADDING
+  return plain && mia_block_index_exact(page, p) < mia_page_capacity(page) && !mia_block_looks_free(page, p);
+#elif MIA_FREE_MARK
+  return plain && ((uintptr_t)p & 15) == 0 && !mia_block_marked_free(p);
+#else
+  (void)plain, (void)p;
+  return false;
+#endif
+}
+
 /* realloc's pointer: may realloc keep or move it?  Not when it is no
  * live block: what a free of it would report is reported (a foreign
  * pointer; one freed already, check.c), errno is set to EINVAL and realloc
- * leaves it alone.  The common case is decided here, with the checks the
- * build's free makes first: a plain block that does not look free. */
+ * leaves it alone.  The common case is decided inline. */
 static inline bool mia_realloc_source_ok(void *p, mia_page_t **page_out) {
   mia_page_t *page = *page_out = mia_page_of(p);
   if (mia_unlikely(page == NULL)) {
@@ -135,19 +150,24 @@ static inline bool mia_realloc_source_ok(void *p, mia_page_t **page_out) {
     errno = EINVAL;
     return false;
   }
-  bool plain = (mia_page_flags(page) & (MIA_PAGE_HAS_ALIGNED | MIA_PAGE_HAS_SAMPLED | MIA_PAGE_HAS_HELD)) == 0 &&
-               !page->is_huge && !page->is_guarded;
-#if MIALLOC_SECURE && !MIALLOC_PADDING
-  if (mia_likely(plain && mia_block_index_exact(page, p) < mia_page_capacity(page) && !mia_block_looks_free(page, p)))
-    return true;
-#elif MIA_FREE_MARK
-  if (mia_likely(plain && ((uintptr_t)p & 15) == 0 && !mia_block_marked_free(p))) return true;
-#else
-  (void)plain;
-#endif
+  if (mia_likely(mia_realloc_plain_live(page, p))) return true;
   if (mia_realloc_check(page, p)) return true;
   errno = EINVAL;
   return false;
+}
+
+/* realloc's most common case: a live block of a plain page that the new
+ * size fits and fills at least half of stays where it is.  Decided with
+ * one page-map lookup and no frame: a loop growing a string a few bytes a
+ * time (`s = realloc(s, len + n + 1)`, bench/strbuild) moves it only when
+ * it outgrows its size class.  NULL, foreign and padded blocks go on to
+ * the full path. */
+static inline bool mia_realloc_stays(void *p, size_t newsize) {
+  if (mia_padded() || mia_annotated()) return false;
+  mia_page_t *page = mia_page_of(p);
+  if (page == NULL) return false;
+  size_t bsize = page->block_size;
+  return newsize <= bsize && newsize >= bsize / 2 && mia_realloc_plain_live(page, p);
 }
 
 static inline void mia_free_inline(void *p) {

@@ -299,6 +299,49 @@ static void test_realloc_content(void) {
   for (int i = 0; i < 32; i++) mi_free(others[i]);
 }
 
+/* realloc keeps a block whose class the new size fits and fills at least
+ * half of (growing a string a few bytes at a time moves it only when it
+ * outgrows its class), and moves one shrunk below half, so that its
+ * memory serves other sizes.  Tools builds move every block: the tool
+ * must see each size.  Blocks of 40 B, 20 KiB (medium pages) and 200 KiB
+ * (large pages), through realloc and mi_realloc. */
+static void test_realloc_in_place(void) {
+  static const size_t sizes[] = {40, 20 * KiB, 200 * KiB};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    for (int api = 0; api < 2; api++) {
+      void *(*re)(void *, size_t) = api == 0 ? realloc : mi_realloc;
+      char *p = malloc(sizes[k]);
+      if (p == NULL) {
+        TAP_OK(false, "malloc(%zu)", sizes[k]);
+        continue;
+      }
+      size_t usable = malloc_usable_size(p);
+      fill(p, sizes[k], 11);
+      bool kept = true;
+      char *q = p;
+      /* up to the usable size, then down to half of it */
+      for (size_t n = sizes[k]; n <= usable && kept; n += 1 + n / 64) kept = (q = re(q, n)) == p;
+      if (kept) kept = (q = re(q, usable)) == p && (q = re(q, usable / 2 + 1)) == p;
+      bool content = q != NULL && verify(q, usable / 2 + 1 < sizes[k] ? usable / 2 + 1 : sizes[k], 11) == SIZE_MAX;
+#if MIALLOC_VALGRIND || MIALLOC_ASAN
+      bool expected = !kept;
+      const char *how = "moves it (a tools build)";
+#else
+      bool expected = kept;
+      const char *how = "keeps it in place";
+#endif
+      TAP_OK(expected && content, "%s of a %zu-byte block (usable %zu) to sizes from half its usable size up to it "
+             "%s, with its content", api == 0 ? "realloc" : "mi_realloc", sizes[k], usable, how);
+      size_t small = usable / 4;
+      char *r = q != NULL ? re(q, small) : NULL;
+      bool moved = r != NULL && r != p && verify(r, small, 11) == SIZE_MAX && malloc_usable_size(r) < usable;
+      TAP_OK(moved, "%s to a quarter of the usable size moves it to a smaller block, with its content",
+             api == 0 ? "realloc" : "mi_realloc");
+      free(r != NULL ? r : q);
+    }
+  }
+}
+
 /* calloc zeroes even reused dirty memory. */
 static void test_calloc_zero(void) {
   static const size_t sizes[] = {16, 20 * KiB, 300 * KiB, 5 * MiB};
@@ -1140,6 +1183,7 @@ int main(void) {
   test_identity();
   test_basic_std();
   test_realloc_content();
+  test_realloc_in_place();
   test_calloc_zero();
   test_rezalloc_dirty();
   test_usable_size_neighbours();
