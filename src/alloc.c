@@ -78,8 +78,8 @@ void mia_realloc_in_place(mia_page_t *page, void *p, size_t newsize, size_t usab
 /* realloc: stay in place while the new size fits and does not waste more
  * than half the block; otherwise move.  On failure p is untouched.  A p
  * that is no live block gets NULL and EINVAL, after the report a free of
- * it would make (a foreign pointer, or one freed already).  This is the
- * whole of it; a plain block that stays never gets here (mia_realloc_stays). */
+ * it would make (a foreign pointer, or one freed already).  A plain block
+ * that stays without zeroing never gets here (mia_realloc_stays). */
 static mia_noinline void *mia_realloc_generic(mia_theap_t *theap, void *p, size_t newsize, bool zero) {
   if (p == NULL) return mia_theap_malloc(theap, newsize, zero);
   mia_page_t *page;
