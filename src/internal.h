@@ -65,7 +65,9 @@ void mia_pagemap_fork(mia_fork_step_t step);
 /* ---- registered callbacks, read with their arguments as pairs (callback.c) ---- */
 typedef void mia_callback_fun(void);   /* cast to and from the registered type */
 typedef struct {
-  _Atomic(unsigned) version;           /* slot[version & 1] is the current pair */
+  /* twice the registrations, plus one while one is being written: the
+   * last finished one wrote slot[(version >> 1) & 1]; 0: never registered */
+  _Atomic(unsigned) version;
   struct {
     mia_callback_fun *_Atomic fun;
     void *_Atomic arg;
@@ -76,15 +78,21 @@ void mia_callback_set(mia_callback_t *cb, mia_callback_fun *fun, void *arg);
 static inline bool mia_callback_never_set(mia_callback_t *cb) {
   return atomic_load_explicit(&cb->version, memory_order_relaxed) == 0;
 }
+/* Whether a pair read from the slot of the registration that made the
+ * version done is whole: only the second registration after that one
+ * rewrites its slot, and it marks the version done + 3 before its stores
+ * (an acquire load that sees one of them sees the mark too). */
+static inline bool mia_callback_read_holds(mia_callback_t *cb, unsigned done) {
+  return atomic_load_explicit(&cb->version, memory_order_relaxed) - done <= 2;
+}
 /* The current pair; inline, for the deferred-free read of each fresh page. */
 static inline mia_callback_fun *mia_callback_get(mia_callback_t *cb, void **arg) {
   for (;;) {
-    unsigned version = atomic_load_explicit(&cb->version, memory_order_acquire);
-    mia_callback_fun *fun = atomic_load_explicit(&cb->slot[version & 1].fun, memory_order_relaxed);
-    *arg = atomic_load_explicit(&cb->slot[version & 1].arg, memory_order_relaxed);
-    atomic_thread_fence(memory_order_acquire);
-    /* one registration since wrote the other slot; two may have written this one */
-    if (atomic_load_explicit(&cb->version, memory_order_relaxed) - version < 2) return fun;
+    unsigned done = atomic_load_explicit(&cb->version, memory_order_acquire) & ~1u;
+    unsigned i = (done >> 1) & 1;
+    mia_callback_fun *fun = atomic_load_explicit(&cb->slot[i].fun, memory_order_acquire);
+    *arg = atomic_load_explicit(&cb->slot[i].arg, memory_order_acquire);
+    if (mia_callback_read_holds(cb, done)) return fun;
   }
 }
 void mia_callbacks_fork(mia_fork_step_t step);
