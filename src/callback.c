@@ -12,11 +12,7 @@
  * saw any of its stores sees its mark, so it reads again.  Readers never
  * wait for a writer: a signal handler that reports an error while its own
  * thread is in the middle of a registration reads the old pair.
- * Registrations are serialised by one lock, taken around fork.
- *
- * (The forty-second session's version had no mark: a reader that saw the
- * second registration's stores was sure to see only the first one's
- * version, and could return a torn pair.) */
+ * Registrations are serialised by one lock, taken around fork. */
 #include "internal.h"
 
 static mia_lock_t mia_callback_lock;
