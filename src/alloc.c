@@ -56,7 +56,13 @@ mia_export size_t mi_usable_size(const void *p) { return mia_usable_size(p); }
 mia_export size_t mi_good_size(size_t size) {
   /* padded builds: the usable size is exactly what was asked for */
   if (mia_padded()) return size;
-  if (size <= MIA_LARGE_MAX) return mia_bin_size[mia_bin_of(size)];
+  if (size <= MIA_LARGE_MAX) {
+    /* the answer is the thread's heap's (theap.c): set it up as the
+     * thread's first malloc would */
+    mia_theap_t *theap = mia_theap_get();
+    if (mia_unlikely(theap == &mia_theap_empty)) theap = mia_thread_init_slow();
+    return theap != NULL ? mia_theap_block_size(theap, size) : mia_bin_size[mia_bin_of(size)];
+  }
   size_t mask = mia_prim_page_size() - 1;   /* a huge block's usable size (segment.c) */
   size_t rounded = (size + mask) & ~mask;
   return rounded < size ? size : rounded;

@@ -90,8 +90,9 @@ static uint8_t *slot_in(const mia_guard_seg_t *gs, size_t local) {
 }
 
 /* The block ends at the guard page and is as large as the size class of
- * its request, so its usable size is what mi_good_size promises (the
- * bytes past the request are checked at free instead). */
+ * its request (the bytes past the request are checked at free instead).
+ * The class, not the thread's shared group (theap.c): a free, from any
+ * thread, finds the block's start again from its size. */
 static size_t slot_room(size_t size) {
   size_t room = mia_bin_size[mia_bin_of(size == 0 ? 1 : size)];
   return room > MIA_GUARD_PAGE ? MIA_GUARD_PAGE : room;

@@ -532,6 +532,9 @@ static inline void *mia_page_pop(mia_page_t *page, bool zero) {
 void mia_theap_init(mia_theap_t *theap, mia_tld_t *tld);
 void mia_page_set_flag(mia_page_t *page, uint8_t flag, bool on);
 void *mia_malloc_huge(mia_theap_t *theap, size_t size, bool zero);
+size_t mia_theap_block_size(const mia_theap_t *theap, size_t size);
+void mia_theap_split_groups(mia_theap_t *theap);
+void mia_theap_share_groups(mia_theap_t *theap);
 void *mia_malloc_generic(size_t size, mia_theap_t *theap, bool zero) mia_noinline;
 void *mia_count_overflow(size_t count, size_t size) mia_noinline mia_cold;   /* count * size overflows: NULL, errno set */
 void mia_page_retire(mia_page_t *page) mia_noinline;

@@ -256,6 +256,8 @@ struct mia_theap_s {
   _Atomic(mia_page_t *) remote_pages;  /* full pages that got remote frees */
   bool in_deferred;               /* inside the deferred-free callback */
   bool in_sample;                 /* inside a profiler sample: no sampling */
+  uint16_t groups_started;        /* power-of-two bins whose shared page was set up (theap.c) */
+  uint16_t groups_split;          /* ... and whose sizes now have bins of their own */
   _Atomic(mi_heap_t *) heap;      /* NULL once the heap was deleted */
   mia_theap_t *heap_next;         /* the heap's list of theaps */
   mia_theap_t *heap_prev;

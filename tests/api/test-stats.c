@@ -72,6 +72,18 @@ int main(int argc, char **argv) {
   }
   tap_diag("allocation pattern: 1000 blocks of 3000 bytes, 3 huge blocks of 5 MiB");
 
+  /* until the thread has filled a page of 4096-byte blocks, its sizes
+   * from 2049 bytes share that page: fill it (and start another) with
+   * 4096-byte blocks, so that 3000 bytes have a bin of their own and no
+   * page in it yet.  Checked builds add a 16-byte record to each block;
+   * their mi_good_size is the size asked for. */
+  size_t record = mi_good_size(3000) == 3000 ? 16 : 0;
+  enum { WARM = 40 };
+  void *warm[WARM];
+  for (size_t i = 0; i < WARM; i++) warm[i] = malloc(4096 - record);
+  TAP_OK(mi_good_size(3000) == (record ? 3000 : 3072), "%d blocks of 4096 bytes split 3000 bytes' group: "
+         "mi_good_size(3000) is %zu", WARM, mi_good_size(3000));
+
   /* ---- the allocated and the caller's-buffer forms ---- */
   char small[16];
   TAP_OK(mi_stats_get_json(sizeof small, small) == NULL, "a 16-byte buffer is too small: NULL");
@@ -231,5 +243,6 @@ int main(int argc, char **argv) {
 
   mi_free(j0); mi_free(j1); mi_free(j2); mi_free(j3); mi_free(j4);
   mi_free(j5); mi_free(j6); mi_free(j7); mi_free(j8);
+  for (size_t i = 0; i < WARM; i++) free(warm[i]);
   return tap_done();
 }

@@ -57,6 +57,7 @@ static bool still_current(mia_page_t *page, size_t size) {
 int main(void) {
   mi_option_set(mi_option_guarded_sample_rate, 0);   /* secure builds sample by default */
   mi_option_set(mi_option_purge_delay, DELAY_MS);
+  mia_theap_split_groups(mia_theap_get());   /* each size its own bin and page */
 
   mia_page_t *a = emptied_page(64, 75);
   mia_page_t *b = emptied_page(128, 75);

@@ -233,6 +233,7 @@ int main(void) {
   mi_option_set(mi_option_guarded_sample_rate, 0);
   mi_register_error(on_error, NULL);
   mi_thread_init();
+  mia_theap_split_groups(mia_theap_get());   /* the pages hold one size each */
 
   /* MIALLOC_PAGE_THIN=0: the same pattern purges nothing inside pages */
   mi_option_disable(mi_option_page_thin);
