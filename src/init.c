@@ -214,8 +214,7 @@ mia_theap_t *mia_thread_init_slow(void) {
   tld->thread_tld = tld;
   mia_theap_init(theap, tld);
   static _Atomic(bool) groups_shared;
-  if (!mia_padded() && !atomic_exchange_explicit(&groups_shared, true, memory_order_relaxed))
-    mia_theap_share_groups(theap);
+  if (!atomic_exchange_explicit(&groups_shared, true, memory_order_relaxed)) mia_theap_share_groups(theap);
   mia_theap_set(theap);
   /* after the theap is live: for a key past the first block glibc's
    * pthread_setspecific allocates, and that must find a working theap */

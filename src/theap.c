@@ -22,7 +22,7 @@ static size_t mia_page_slices_for(size_t bsize) {
  * in all, and with a page per bin paid 72 KiB where glibc's heap took 16.
  * A block up to twice the size wastes more of itself, at most a page's
  * worth per group.  When the group needs a second page its sizes get bins
- * of their own ("split"), and the shared page goes on serving its power
+ * of their own ("split"), and the group's pages go on serving its power
  * of two. */
 #define MIA_GROUP_BIN_MAX 32   /* 8 KiB, the last bin of one-slice pages */
 #define MIA_GROUPS_ALL ((uint16_t)0x1fe)   /* groups 1..8 */
@@ -46,7 +46,7 @@ void mia_theap_init(mia_theap_t *theap, mia_tld_t *tld) {
  * the threads after it to adopt, which pages shared by a group's sizes
  * would keep them from using (bench threadchurn ran 12 % longer). */
 void mia_theap_share_groups(mia_theap_t *theap) {
-  theap->groups_started = theap->groups_split = 0;
+  if (!mia_padded()) theap->groups_started = theap->groups_split = 0;
 }
 
 /* Bins 4, 8, 12 ... 32 are the powers of two; group g is bin 4g's, and
@@ -54,6 +54,10 @@ void mia_theap_share_groups(mia_theap_t *theap) {
 static unsigned mia_group_of(uint8_t bin) {
   return bin <= 2 || bin > MIA_GROUP_BIN_MAX ? 0 : (unsigned)(bin + 3) >> 2;
 }
+
+/* the first bin of group g: 48 bytes' for the group of 64, else the
+ * three bins below its power of two */
+static uint8_t mia_group_first_bin(unsigned g) { return g == 1 ? 3 : (uint8_t)(4 * g - 3); }
 
 static bool mia_group_shared(const mia_theap_t *theap, unsigned g) {
   return g != 0 && !(theap->groups_split & (1u << g));
@@ -81,7 +85,7 @@ static void mia_theap_update_direct(mia_theap_t *theap, uint8_t bin) {
   unsigned g = mia_group_of(bin);
   if (mia_group_shared(theap, g)) {
     last = (uint8_t)(4 * g);
-    first = g == 1 ? 3 : (uint8_t)(last - 3);
+    first = mia_group_first_bin(g);
   }
   size_t hi = mia_bin_size[last] / MIA_WORD_SIZE;
   if (hi > MIA_DIRECT_WSIZE_MAX) {
@@ -109,7 +113,7 @@ static void mia_group_split_if_started(mia_theap_t *theap, unsigned g) {
     return;
   }
   theap->groups_split |= (uint16_t)(1u << g);
-  for (uint8_t bin = g == 1 ? 3 : (uint8_t)(4 * g - 3); bin <= 4 * g; bin++) mia_theap_update_direct(theap, bin);
+  for (uint8_t bin = mia_group_first_bin(g); bin <= 4 * g; bin++) mia_theap_update_direct(theap, bin);
 }
 
 static void queue_remove(mia_page_queue_t *pq, mia_page_t *page) {
