@@ -71,9 +71,9 @@ int main(void) {
          "blocks reused within the delay are not purged between uses (%lld KiB)", (long long)(cycled >> 10));
 
   /* the cycle left nothing waiting: blocks taken again before their
-   * purge do not count towards the thread's 64 MiB (they used to, so a
+   * purge do not count towards the thread's 16 MiB (they used to, so a
    * program cycling big blocks started it sooner or later) */
-  TAP_OK(thread_count() == 1, "cycling blocks below 64 MiB starts no purge thread (%d threads)", thread_count());
+  TAP_OK(thread_count() == 1, "cycling blocks below 16 MiB starts no purge thread (%d threads)", thread_count());
 
   /* blocks freed and left alone go back after one to two delays; 80 MiB
    * of them start the thread */
