@@ -13,11 +13,22 @@
 #include <unistd.h>
 
 
+/* RSS after the program, its blocks freed, does nothing (no allocation,
+ * no mi_collect) until it has fallen by drop from busy or 5 s have
+ * passed: the whole criterion, since the purge may be caught half done. */
+static size_t rss_after_idling(size_t busy, size_t drop) {
+  size_t idle = busy;
+  for (int i = 0; i < 50 && idle + drop > busy; i++) {
+    usleep(100000);
+    idle = rss_bytes();
+  }
+  return idle;
+}
+
 /* Time-driven purging of a moderate amount, before anything else in the
- * process has started the purge thread: 32 MiB of small blocks freed, then
- * nothing (no allocation, no mi_collect).  The emptied segments go back to
- * the arena; the thread that purges them started only once 64 MiB waited,
- * so all of it stayed resident. */
+ * process has started the purge thread: 32 MiB of small blocks freed.  The
+ * emptied segments go back to the arena, whose purge thread starts once
+ * 16 MiB waits; at 64 MiB all of it stayed resident. */
 static void idle_after_small_blocks(void) {
   const size_t total = 32u << 20, size = 100, count = total / size;
   void **blocks = mi_malloc(count * sizeof(void *));
@@ -31,11 +42,7 @@ static void idle_after_small_blocks(void) {
   }
   size_t busy = rss_bytes();
   for (size_t i = 0; i < count; i++) free(blocks[i]);
-  size_t idle = busy;
-  for (int i = 0; i < 50 && idle + (16u << 20) > busy; i++) {
-    usleep(100000);
-    idle = rss_bytes();
-  }
+  size_t idle = rss_after_idling(busy, 16u << 20);
   tap_diag("rss with 32 MiB of 100-byte blocks live %zu KiB, after idling %zu KiB", busy >> 10, idle >> 10);
   TAP_OK(idle + (16u << 20) <= busy, "an idle program gives back freed small blocks within 5 s");
   mi_free(blocks);
@@ -78,12 +85,7 @@ int main(void) {
   }
   size_t busy = rss_bytes();
   for (int i = 0; i < 64; i++) free(big[i]);
-  size_t idle = busy;
-  /* wait for the whole criterion: the purge may be caught half done */
-  for (int i = 0; i < 50 && idle + (200u << 20) > busy; i++) {
-    usleep(100000);
-    idle = rss_bytes();
-  }
+  size_t idle = rss_after_idling(busy, 200u << 20);
   tap_diag("rss with 256 MiB live %zu KiB, after idling %zu KiB", busy >> 10, idle >> 10);
   TAP_OK(idle + (200u << 20) <= busy, "an idle program gives freed memory back within 5 s");
   return tap_done();
