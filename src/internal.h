@@ -50,6 +50,7 @@ void mia_assert_fail(const char *expr, const char *file, int line, const char *f
 /* ---- locks: a futex word, usable before init and taken around fork ---- */
 void mia_lock(mia_lock_t *lock);
 void mia_unlock(mia_lock_t *lock);
+bool mia_trylock(mia_lock_t *lock);
 /* Around fork: prepare takes the lock unless the forking thread holds it
  * already; parent releases what prepare took; child makes the lock free
  * again, except one the forking thread held (its interrupted holder may

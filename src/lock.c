@@ -61,6 +61,14 @@ void mia_lock(mia_lock_t *lock) {
   }
 }
 
+/* Never waits: for the purge thread, which must not stall behind an
+ * owner or form a lock cycle with one. */
+bool mia_trylock(mia_lock_t *lock) {
+  uintptr_t expected = 0;
+  return __atomic_compare_exchange_n(&lock->word, &expected, mia_prim_thread_id() | MIA_LOCK_HELD, false,
+                                     __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
 void mia_unlock(mia_lock_t *lock) {
   if (__atomic_exchange_n(&lock->word, 0, __ATOMIC_RELEASE) & MIA_LOCK_WAITERS)
     mia_prim_futex_wake(mia_lock_low(lock), 1);

@@ -52,6 +52,11 @@ int main(void) {
   mia_lock_t lock = {0};
   mia_lock(&lock);
   TAP_OK(holder_of(&lock) == mia_prim_thread_id() && (lock.word & 1), "the word names the holder");
+  uintptr_t holding = lock.word;
+  TAP_OK(!mia_trylock(&lock) && lock.word == holding, "trylock on a held lock fails and leaves it as it was");
+  mia_unlock(&lock);
+  TAP_OK(mia_trylock(&lock) && holder_of(&lock) == mia_prim_thread_id() && (lock.word & 1),
+         "trylock on a free lock takes it, naming the holder");
   mia_unlock(&lock);
   pthread_t o;
   void *other;
