@@ -43,6 +43,7 @@ typedef struct mia_thread_data_s {
 } mia_thread_data_t;
 
 static mia_lock_t mia_td_lock;
+static mia_tld_t *mia_td_live;   /* every tld in use, for the purge thread */
 static mia_tld_t *mia_td_free;
 static uint8_t *mia_td_chunk;
 static size_t mia_td_chunk_left;
@@ -66,20 +67,64 @@ mia_tld_t *mia_thread_data_alloc(void) {
       mia_td_chunk_left -= sizeof(mia_thread_data_t);
     }
   }
+  if (td != NULL) {
+    memset(&td->tld, 0, sizeof td->tld);
+    td->tld.theap_default = &td->theap;
+    td->tld.live_next = mia_td_live;
+    if (mia_td_live != NULL) mia_td_live->live_prev = &td->tld;
+    mia_td_live = &td->tld;
+  }
   mia_unlock(&mia_td_lock);
-  if (td == NULL) return NULL;
-  memset(&td->tld, 0, sizeof td->tld);
-  td->tld.theap_default = &td->theap;
-  return &td->tld;
+  return td == NULL ? NULL : &td->tld;
+}
+
+static void mia_td_unlink(mia_tld_t *tld) {
+  if (tld->live_prev == NULL && mia_td_live != tld) return;   /* unlinked in a forked child */
+  if (tld->live_prev != NULL) tld->live_prev->live_next = tld->live_next;
+  else mia_td_live = tld->live_next;
+  if (tld->live_next != NULL) tld->live_next->live_prev = tld->live_prev;
+  tld->live_next = tld->live_prev = NULL;
 }
 
 /* Thread data is never unmapped: a remote free may still read the theap
  * pointer of a page whose owner just exited (see page.c). */
 void mia_thread_data_free(mia_tld_t *tld) {
   mia_lock(&mia_td_lock);
+  mia_td_unlink(tld);
   tld->next_free = mia_td_free;
   mia_td_free = tld;
   mia_unlock(&mia_td_lock);
+}
+
+/* The purge thread's pass over every tld in use (purge.c): each purges the
+ * free slices its owner left overdue.  Returns the earliest time to look
+ * again, 0 if nothing waits.  The lock is held throughout: a tld is not
+ * freed (and reused) under the pass, and a fork waits for the pass to end,
+ * so the child finds no segment lock taken by a thread it does not have. */
+uint64_t mia_tlds_purge_overdue(uint64_t now, uint64_t grace) {
+  uint64_t next = 0;
+  mia_lock(&mia_td_lock);
+  for (mia_tld_t *tld = mia_td_live; tld != NULL; tld = tld->live_next) {
+    uint64_t at = mia_segments_purge_overdue(tld, now, grace);
+    if (at != 0 && (next == 0 || at < next)) next = at;
+  }
+  mia_unlock(&mia_td_lock);
+  return next;
+}
+
+/* The child has only the forking thread: the other threads' tlds have no
+ * owner left (one may be half updated), so the purge thread leaves them
+ * alone, as it leaves the memory of a thread that never exits.  Not when
+ * the forking thread itself was changing the list (from a signal
+ * handler). */
+static void mia_tlds_fork_child(void) {
+  if (mia_td_lock.fork_skipped) return;
+  mia_theap_t *theap = mia_theap_get();
+  mia_tld_t *mine = theap == &mia_theap_empty ? NULL : theap->tld->thread_tld;
+  for (mia_tld_t *tld = mia_td_live, *next; tld != NULL; tld = next) {
+    next = tld->live_next;
+    if (tld->thread_tld != mine || mine == NULL) mia_td_unlink(tld);
+  }
 }
 
 static void mia_thread_done_cb(void *value);
@@ -117,6 +162,7 @@ static void mia_fork_child(void) {
   mia_pagemap_fork(MIA_FORK_CHILD);
   mia_subprocs_fork_child();
   mia_guarded_fork(MIA_FORK_CHILD);
+  mia_tlds_fork_child();
   mia_lock_fork_child(&mia_td_lock);
   mia_prim_fork_stdio_unlock(true);
   mia_purge_fork_child();

@@ -153,6 +153,7 @@ void mia_process_init(void);
 mia_theap_t *mia_thread_init_slow(void);
 mia_tld_t *mia_thread_data_alloc(void);
 void mia_thread_data_free(mia_tld_t *tld);
+uint64_t mia_tlds_purge_overdue(uint64_t now, uint64_t grace);
 uint64_t mia_process_start(void);
 void mia_deferred_free(mia_theap_t *theap, bool force);
 
@@ -569,6 +570,8 @@ uint8_t *mia_huge_span_end(const mia_page_t *page);
 void mia_huge_set_used(mia_page_t *page, size_t used);
 bool mia_huge_expand(mia_page_t *page, size_t used);
 void mia_segments_purge(mia_tld_t *tld, bool force);
+uint64_t mia_segments_purge_overdue(mia_tld_t *tld, uint64_t now, uint64_t grace);
+void mia_segments_destroy(mia_tld_t *tld);
 void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock);
 bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out);
 mia_segment_t *mia_segments_reclaim_empty(mia_tld_t *tld, long max);
@@ -798,6 +801,8 @@ bool mia_page_visit_live(mia_page_t *page, mia_block_fun *fun, void *arg);
 
 /* ---- background purging (purge.c) ---- */
 void mia_purge_schedule(mia_subproc_t *sp, size_t dirty_bytes);
+void mia_purge_pending_add(size_t dirty_bytes);
+void mia_purge_poke(mia_subproc_t *sp);
 void mia_purge_done(size_t purged_bytes);
 void mia_purge_fork_child(void);
 uint64_t mia_arenas_next_purge(mia_subproc_t *sp);

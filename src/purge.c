@@ -3,7 +3,8 @@
  * Owner threads purge their own segments' free slices on their slow paths;
  * whole free segments wait in the arenas, and the free slices of segments
  * exited threads left wait on the abandoned list.  A program that frees a
- * lot and then sits idle would keep those forever, so once enough dirty
+ * lot and then sits idle would keep those forever (and a thread that waits
+ * would keep its own free slices), so once enough dirty
  * memory is waiting (MIA_PURGE_THREAD_MIN) a background thread is started
  * that sleeps until the next deadline and purges them.  Small programs
  * never start it: most processes stay single-threaded.  Once nothing has
@@ -27,7 +28,7 @@
 static _Atomic(int) mia_purge_state;      /* 0 none, 1 starting/running */
 static _Atomic(int) mia_purge_wakeups;    /* futex word: bumped by new work */
 static _Atomic(int) mia_purge_idle;       /* 1 while it waits with no deadline */
-static _Atomic(size_t) mia_purge_pending; /* dirty bytes waiting in arenas and abandoned segments */
+static _Atomic(size_t) mia_purge_pending; /* dirty bytes waiting in arenas, abandoned and thread segments */
 
 /* The thread has had nothing to do for a whole linger: may it exit?
  * mia_purge_schedule bumps the counter before it reads the state, and we
@@ -43,17 +44,27 @@ static bool mia_purge_thread_may_exit(int seen) {
   return !atomic_compare_exchange_strong(&mia_purge_state, &expected, 1);
 }
 
+static uint64_t earliest(uint64_t a, uint64_t b) { return a == 0 || (b != 0 && b < a) ? b : a; }
+
+/* The next deadline: the arenas' and abandoned segments', and the live
+ * threads' free slices, which it purges where they are overdue. */
+static uint64_t mia_purge_next(mia_subproc_t *sp, uint64_t now) {
+  uint64_t next = mia_arenas_next_purge(sp);
+  if (next != 0 && next <= now) return next;
+  return earliest(next, mia_tlds_purge_overdue(now, mia_purge_delay_arena()));
+}
+
 static void *mia_purge_main(void *arg) {
   mia_subproc_t *sp = arg;
   for (;;) {
     int seen = atomic_load(&mia_purge_wakeups);
-    uint64_t next = mia_arenas_next_purge(sp);
     uint64_t now = mia_prim_clock_ms();
+    uint64_t next = mia_purge_next(sp, now);
     if (next == 0) {
       atomic_store(&mia_purge_idle, 1);
       mia_prim_futex_wait_ms((int *)&mia_purge_wakeups, seen, MIA_PURGE_THREAD_LINGER_MS);
       atomic_store(&mia_purge_idle, 0);
-      if (atomic_load(&mia_purge_wakeups) == seen && mia_arenas_next_purge(sp) == 0 &&
+      if (atomic_load(&mia_purge_wakeups) == seen && mia_purge_next(sp, mia_prim_clock_ms()) == 0 &&
           mia_purge_thread_may_exit(seen))
         break;
     } else if (next > now) {
@@ -92,13 +103,18 @@ static void mia_purge_thread_start(mia_subproc_t *sp) {
   mia_verbose("started the background purge thread\n");
 }
 
-/* Called (without locks held) after dirty memory was added to an arena. */
-void mia_purge_schedule(mia_subproc_t *sp, size_t dirty_bytes) {
-  size_t pending = atomic_fetch_add(&mia_purge_pending, dirty_bytes) + dirty_bytes;
+/* Dirty bytes that wait from now on; mia_purge_poke, once the caller
+ * holds no lock, starts or wakes the thread for them. */
+void mia_purge_pending_add(size_t dirty_bytes) {
+  atomic_fetch_add(&mia_purge_pending, dirty_bytes);
+}
+
+/* Called without locks held (starting the thread may allocate). */
+void mia_purge_poke(mia_subproc_t *sp) {
   /* bumped before the state is read: see mia_purge_thread_may_exit */
   atomic_fetch_add(&mia_purge_wakeups, 1);
   if (atomic_load(&mia_purge_state) == 0) {
-    if (pending < MIA_PURGE_THREAD_MIN || mia_option_get_fast(mi_option_purge_thread) == 0 ||
+    if (atomic_load(&mia_purge_pending) < MIA_PURGE_THREAD_MIN || mia_option_get_fast(mi_option_purge_thread) == 0 ||
         mia_option_get_fast(mi_option_purge_delay) < 0)
       return;
     mia_purge_thread_start(sp);
@@ -110,6 +126,12 @@ void mia_purge_schedule(mia_subproc_t *sp, size_t dirty_bytes) {
    * seq_cst on both sides: either the thread sees the bumped counter and
    * does not sleep, or we see its idle flag. */
   if (atomic_load(&mia_purge_idle)) mia_prim_futex_wake((int *)&mia_purge_wakeups, 1);
+}
+
+/* Called (without locks held) after dirty memory was added to an arena. */
+void mia_purge_schedule(mia_subproc_t *sp, size_t dirty_bytes) {
+  mia_purge_pending_add(dirty_bytes);
+  mia_purge_poke(sp);
 }
 
 /* Dirty bytes that no longer wait: purged, or claimed again before their

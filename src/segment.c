@@ -1,13 +1,50 @@
 /* segment.c -- a thread's 4 MiB segments, the pages cut from them, huge
  * spans, and abandonment when a thread exits.
  *
- * A segment belongs to one thread (its tld), so cutting pages out of it and
- * giving them back needs no lock: the used/dirty masks are plain words.
- * Other threads only ever touch a page's atomic thread_free list.
+ * A segment belongs to one thread (its tld): other threads only ever touch
+ * a page's atomic thread_free list.  The owner holds its tld's segment lock
+ * in the entry points below, which nobody else takes but the purge thread,
+ * with trylock, to purge the free slices of a thread gone idle
+ * (mia_segments_purge_overdue): uncontended, one atomic operation each way,
+ * and never on the fast paths.
  */
 #include "internal.h"
 
 #define MIA_ALL_SLICES (~(uint64_t)0)
+
+/* Entry points call each other (freeing a page may purge; adopting a
+ * segment frees its empty pages), hence the depth: only the owner enters. */
+static void tld_enter(mia_tld_t *tld) {
+  if (tld->segment_lock_depth++ == 0) mia_lock(&tld->segment_lock);
+}
+
+/* Starting the purge thread allocates, which must not find the segment
+ * state half updated: it waits for the outermost entry point to leave. */
+static void tld_leave(mia_tld_t *tld) {
+  if (--tld->segment_lock_depth != 0) return;
+  bool poke = tld->purge_poke;
+  tld->purge_poke = false;
+  mia_unlock(&tld->segment_lock);
+  if (poke) mia_purge_poke(tld->subproc);
+}
+
+/* The purge thread's pending bytes count a thread segment's free dirty
+ * slices while a purge is scheduled for them, so that an idle thread's
+ * freed memory starts the purge thread as freed segments do. */
+static void pending_set(mia_segment_t *seg, uint64_t mask) {
+  uint64_t added = mask & ~seg->pending_mask, gone = seg->pending_mask & ~mask;
+  seg->pending_mask = mask;
+  if (gone != 0) mia_purge_done((size_t)__builtin_popcountll(gone) * MIA_SLICE_SIZE);
+  if (added != 0) {
+    /* only owners add (a purge only takes away): their tld_leave pokes */
+    mia_purge_pending_add((size_t)__builtin_popcountll(added) * MIA_SLICE_SIZE);
+    seg->tld->purge_poke = true;
+  }
+}
+
+static void pending_update(mia_segment_t *seg) {
+  pending_set(seg, seg->purge_at != 0 ? seg->dirty_mask & ~seg->used_mask : 0);
+}
 
 static uint64_t slice_bits(size_t idx, size_t count) {
   return (count >= 64 ? MIA_ALL_SLICES : (((uint64_t)1 << count) - 1)) << idx;
@@ -120,7 +157,7 @@ static void mia_segment_header_init(mia_segment_t *seg, mia_subproc_t *sp, size_
  * memory belongs to it, and a first-class heap that took some would free
  * it in mi_heap_destroy; other heaps take the segments emptied since.
  * Returns an adopted segment with room for count slices, or NULL. */
-mia_segment_t *mia_segment_reclaim(mia_tld_t *tld, size_t count) {
+static mia_segment_t *segment_reclaim_held(mia_tld_t *tld, size_t count) {
   long tries = mia_option_get_fast(mi_option_max_segment_reclaim);
   mia_segment_t *seg;
   if (!tld->heap->is_main) {
@@ -133,6 +170,13 @@ mia_segment_t *mia_segment_reclaim(mia_tld_t *tld, size_t count) {
   return NULL;
 }
 
+mia_segment_t *mia_segment_reclaim(mia_tld_t *tld, size_t count) {
+  tld_enter(tld);
+  mia_segment_t *seg = segment_reclaim_held(tld, count);
+  tld_leave(tld);
+  return seg;
+}
+
 /* Whether one of the thread's segments has room for a page of count slices. */
 bool mia_segments_have_room(const mia_tld_t *tld, size_t count) {
   for (const mia_segment_t *seg = tld->segments; seg != NULL; seg = seg->next)
@@ -143,7 +187,7 @@ bool mia_segments_have_room(const mia_tld_t *tld, size_t count) {
 /* A segment with room for count slices: an abandoned one, else a fresh one
  * from the arenas. */
 static mia_segment_t *mia_segment_new(mia_tld_t *tld, size_t count) {
-  mia_segment_t *seg = mia_segment_reclaim(tld, count);
+  mia_segment_t *seg = segment_reclaim_held(tld, count);
   if (seg != NULL) return seg;
   mia_check_tool_blindness();   /* once, on the first thread segment */
   bool is_zero;
@@ -164,6 +208,7 @@ static mia_segment_t *mia_segment_new(mia_tld_t *tld, size_t count) {
 }
 
 static void mia_segment_release(mia_tld_t *tld, mia_segment_t *seg) {
+  pending_set(seg, 0);   /* the arena counts them from here */
   list_remove(seg->in_full_list ? &tld->segments_full : &tld->segments, seg);
   tld->segment_count--;
   mia_stat_commit(-__builtin_popcountll(seg->dirty_mask) * (int64_t)MIA_SLICE_SIZE);
@@ -278,7 +323,7 @@ static mia_segment_t *find_any_slices(mia_tld_t *tld, size_t count, size_t *idx)
   return NULL;
 }
 
-mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices) {
+static mia_page_t *segment_page_alloc_held(mia_tld_t *tld, size_t slices) {
   size_t idx = 0;
   mia_segment_t *seg = find_dirty_slices(tld, slices, &idx);
   if (seg == NULL && slices > 1) seg = find_dirty_led_slices(tld, slices, &idx);
@@ -308,6 +353,14 @@ mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices) {
   }
   mia_pagemap_set(page->start, slices, page);
   mia_page_guard_place(seg, idx, slices);
+  pending_update(seg);
+  return page;
+}
+
+mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices) {
+  tld_enter(tld);
+  mia_page_t *page = segment_page_alloc_held(tld, slices);
+  tld_leave(tld);
   return page;
 }
 
@@ -320,7 +373,7 @@ static void mia_segment_schedule_purge(mia_tld_t *tld, mia_segment_t *seg, uint6
     seg->purge_at = now + (uint64_t)delay;
   }
   if (tld->next_purge_check == 0 || seg->purge_at < tld->next_purge_check)
-    tld->next_purge_check = seg->purge_at;
+    __atomic_store_n(&tld->next_purge_check, seg->purge_at, __ATOMIC_RELAXED);
 }
 
 /* A page's blocks are carved from its start, so slices past the last block
@@ -343,7 +396,7 @@ static void mia_segment_keep_clean(mia_segment_t *seg, const mia_page_t *page, s
   mia_stat_commit(-__builtin_popcountll(clean) * (int64_t)MIA_SLICE_SIZE);
 }
 
-void mia_segment_page_free(mia_page_t *page) {
+static void segment_page_free_held(mia_page_t *page) {
   mia_segment_t *seg = mia_segment_of_page(page);
   mia_tld_t *tld = seg->tld;
   size_t idx = (size_t)(page - seg->pages);
@@ -374,10 +427,19 @@ void mia_segment_page_free(mia_page_t *page) {
    * the cheap clock can tell: a loop that sets up and lets go of pages
    * (64 blocks of 8 KiB allocated and freed) spent a tenth of its time
    * reading the precise one */
-  if (seg->purge_at != 0 && tld->next_purge_check != 0 && mia_prim_clock_ms_upper() < tld->next_purge_check) return;
-  uint64_t now = mia_prim_clock_ms();
-  mia_segment_schedule_purge(tld, seg, now);
-  if (now >= tld->next_purge_check) mia_segments_purge(tld, false);
+  if (seg->purge_at == 0 || tld->next_purge_check == 0 || mia_prim_clock_ms_upper() >= tld->next_purge_check) {
+    uint64_t now = mia_prim_clock_ms();
+    mia_segment_schedule_purge(tld, seg, now);
+    if (now >= tld->next_purge_check) mia_segments_purge(tld, false);
+  }
+  pending_update(seg);
+}
+
+void mia_segment_page_free(mia_page_t *page) {
+  mia_tld_t *tld = mia_segment_of_page(page)->tld;
+  tld_enter(tld);
+  segment_page_free_held(page);
+  tld_leave(tld);
 }
 
 /* Purge the free slices that stayed free for a whole delay (all of them
@@ -401,7 +463,7 @@ static void mia_segment_purge(mia_segment_t *seg, bool lazy, bool force, uint64_
 
 /* Purge the free slices of this thread's segments whose delay has passed;
  * with force, everything free, and empty segments go back to the arena. */
-void mia_segments_purge(mia_tld_t *tld, bool force) {
+static void segments_purge_held(mia_tld_t *tld, bool force) {
   uint64_t now = mia_prim_clock_ms();
   bool lazy = mia_option_get_fast(mi_option_purge_decommits) == 0;
   uint64_t next = 0;
@@ -412,13 +474,47 @@ void mia_segments_purge(mia_tld_t *tld, bool force) {
       mia_segment_release(tld, seg);
     } else if (force || (seg->purge_at != 0 && now >= seg->purge_at)) {
       mia_segment_purge(seg, lazy, force, now);
+      pending_update(seg);
     }
     seg = following;
   }
   for (seg = tld->segments; seg != NULL; seg = seg->next)
     if (seg->purge_at != 0 && (next == 0 || seg->purge_at < next)) next = seg->purge_at;
-  tld->next_purge_check = next;
+  __atomic_store_n(&tld->next_purge_check, next, __ATOMIC_RELAXED);
+}
+
+void mia_segments_purge(mia_tld_t *tld, bool force) {
+  tld_enter(tld);
+  segments_purge_held(tld, force);
+  tld_leave(tld);
   mia_arenas_purge(tld->subproc, force);
+}
+
+/* The purge thread, for a tld that stays in use while it looks (purge.c):
+ * free slices whose purge is overdue by grace were left by an owner that
+ * has not run a slow path since -- a thread that went idle, which would
+ * keep them for good.  A held lock means the owner is at it.  All of a due
+ * segment's free slices go at once: a page freed since its deadline would
+ * have run the owner's purge, so each has been free for grace or longer,
+ * and grace is at least a delay.  Returns when to look again, 0 when
+ * nothing waits. */
+uint64_t mia_segments_purge_overdue(mia_tld_t *tld, uint64_t now, uint64_t grace) {
+  uint64_t check = __atomic_load_n(&tld->next_purge_check, __ATOMIC_RELAXED);
+  if (check == 0 || grace == UINT64_MAX) return 0;
+  if (now < check + grace) return check + grace;
+  if (!mia_trylock(&tld->segment_lock)) return now + grace;
+  bool lazy = mia_option_get_fast(mi_option_purge_decommits) == 0;
+  uint64_t next = 0;
+  for (mia_segment_t *seg = tld->segments; seg != NULL; seg = seg->next) {
+    if (seg->purge_at != 0 && now >= seg->purge_at) {
+      mia_segment_purge(seg, lazy, true, now);
+      pending_update(seg);
+    }
+    if (seg->purge_at != 0 && (next == 0 || seg->purge_at < next)) next = seg->purge_at;
+  }
+  __atomic_store_n(&tld->next_purge_check, next, __ATOMIC_RELAXED);
+  mia_unlock(&tld->segment_lock);
+  return next == 0 ? 0 : next + grace;
 }
 
 /* ---- huge spans: whole segments, one block, freed by any thread ---- */
@@ -660,7 +756,7 @@ uint64_t mia_abandoned_purge(mia_subproc_t *sp, uint64_t now, bool force) {
 /* The exiting thread's theap has already given back its empty pages; what
  * is left holds live blocks.  Unowned pages (free_key 0) send every free to
  * the atomic thread_free list until another thread reclaims the segment. */
-void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock) {
+static void segments_abandon_held(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock) {
   mia_subproc_t *sp = tld->subproc;
   /* on the sub-process's list the blocks belong to its main heap; on a
    * heap's own list (lock held by the caller) they stay with that heap */
@@ -689,6 +785,7 @@ void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock
         page->next = page->prev = NULL;
         atomic_store_explicit(&page->theap, NULL, memory_order_release);
       }
+      pending_set(seg, 0);   /* the abandoned list counts them from here */
       seg->tld = NULL;
       seg->abandoned_at = now;
       seg->in_full_list = false;
@@ -704,7 +801,34 @@ void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock
     }
   }
   tld->segment_count = 0;
-  if (waiting != 0) mia_purge_schedule(sp, waiting);
+  __atomic_store_n(&tld->next_purge_check, 0, __ATOMIC_RELAXED);
+  if (waiting != 0) {
+    mia_purge_pending_add(waiting);
+    tld->purge_poke = true;
+  }
+}
+
+void mia_segments_abandon(mia_tld_t *tld, mia_segment_t **list, mia_lock_t *lock) {
+  tld_enter(tld);
+  segments_abandon_held(tld, list, lock);
+  tld_leave(tld);
+}
+
+/* mi_heap_destroy: the tld's segments go back to their arena, whatever
+ * their pages hold (mia_segment_destroy). */
+void mia_segments_destroy(mia_tld_t *tld) {
+  tld_enter(tld);
+  mia_segment_t *lists[2] = {tld->segments, tld->segments_full};
+  tld->segments = tld->segments_full = NULL;
+  tld->segment_count = 0;
+  __atomic_store_n(&tld->next_purge_check, 0, __ATOMIC_RELAXED);
+  tld_leave(tld);
+  for (int l = 0; l < 2; l++) {
+    for (mia_segment_t *seg = lists[l], *next; seg != NULL; seg = next) {
+      next = seg->next;
+      mia_segment_destroy(seg);
+    }
+  }
 }
 
 /* Make an abandoned segment (off its list, held alone by the caller) this
@@ -748,6 +872,9 @@ static mia_segment_t *mia_segment_adopt(mia_tld_t *tld, mia_segment_t *seg, bool
     mia_segment_page_free(page);
     if (last) return released ? NULL : seg;
   }
+  if (seg->purge_at != 0 && (tld->next_purge_check == 0 || seg->purge_at < tld->next_purge_check))
+    __atomic_store_n(&tld->next_purge_check, seg->purge_at, __ATOMIC_RELAXED);
+  pending_update(seg);
   return seg;
 }
 
@@ -755,7 +882,7 @@ static mia_segment_t *mia_segment_adopt(mia_tld_t *tld, mia_segment_t *seg, bool
  * it are the main heap's).  Returns false when there was none; *out is NULL
  * when the adopted segment turned out to be empty and went back to its
  * arena. */
-bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out) {
+static bool segment_reclaim_one_held(mia_tld_t *tld, mia_segment_t **out) {
   mia_subproc_t *sp = tld->subproc;
   *out = NULL;
   if (__atomic_load_n(&sp->abandoned, __ATOMIC_RELAXED) == NULL) return false;
@@ -766,6 +893,13 @@ bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out) {
   if (seg == NULL) return false;
   *out = mia_segment_adopt(tld, seg, true);
   return true;
+}
+
+bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out) {
+  tld_enter(tld);
+  bool found = segment_reclaim_one_held(tld, out);
+  tld_leave(tld);
+  return found;
 }
 
 /* Whether every page of an abandoned segment (held alone by the caller) is
@@ -786,7 +920,7 @@ static bool mia_segment_collect_unowned(mia_segment_t *seg) {
  * of the list; the ones still in use go to its end, so the next look sees
  * others.  Returns an adopted segment the thread kept (its only one), or
  * NULL. */
-mia_segment_t *mia_segments_reclaim_empty(mia_tld_t *tld, long max) {
+static mia_segment_t *segments_reclaim_empty_held(mia_tld_t *tld, long max) {
   mia_subproc_t *sp = tld->subproc;
   if (max <= 0 || __atomic_load_n(&sp->abandoned, __ATOMIC_RELAXED) == NULL) return NULL;
   mia_lock(&sp->lock);
@@ -820,6 +954,13 @@ mia_segment_t *mia_segments_reclaim_empty(mia_tld_t *tld, long max) {
   return kept;
 }
 
+mia_segment_t *mia_segments_reclaim_empty(mia_tld_t *tld, long max) {
+  tld_enter(tld);
+  mia_segment_t *kept = segments_reclaim_empty_held(tld, max);
+  tld_leave(tld);
+  return kept;
+}
+
 /* mi_heap_destroy and mi_subproc_destroy: the whole segment goes back,
  * whatever its pages still hold.  Its owner is gone or off its lists. */
 void mia_segment_destroy(mia_segment_t *seg) {
@@ -835,6 +976,7 @@ void mia_segment_destroy(mia_segment_t *seg) {
   }
   seg->used_mask = 1;
   seg->tld = NULL;
+  pending_set(seg, 0);
   mia_stat_commit(-__builtin_popcountll(seg->dirty_mask) * (int64_t)MIA_SLICE_SIZE);
   mia_arena_free_segments(seg->subproc, seg, 1, mia_segment_guards(seg));
 }

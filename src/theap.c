@@ -497,14 +497,5 @@ void mia_theap_abandon_to(mia_theap_t *theap, mia_segment_t **list, mia_lock_t *
 void mia_theap_destroy_pages(mia_theap_t *theap) {
   mia_theap_reset_queues(theap);
   atomic_store_explicit(&theap->remote_pages, NULL, memory_order_relaxed);
-  mia_tld_t *tld = theap->tld;
-  mia_segment_t *lists[2] = {tld->segments, tld->segments_full};
-  tld->segments = tld->segments_full = NULL;
-  tld->segment_count = 0;
-  for (int l = 0; l < 2; l++) {
-    for (mia_segment_t *seg = lists[l], *next; seg != NULL; seg = next) {
-      next = seg->next;
-      mia_segment_destroy(seg);
-    }
-  }
+  mia_segments_destroy(theap->tld);
 }

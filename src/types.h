@@ -149,6 +149,7 @@ struct mia_segment_s {
   uint64_t dirty_mask;           /* slices touched since their last purge */
   uint64_t purge_mask;           /* free dirty slices already waited a delay */
   uint64_t purge_at;             /* ms deadline to purge dirty free slices */
+  uint64_t pending_mask;         /* free dirty slices counted in the purge thread's pending bytes */
   uint64_t guard_mask;           /* secure: slices whose last OS page is a guard (bit 0: the metadata guard) */
   uint64_t abandoned_at;         /* ms its last owner left it (on the abandoned list) */
   bool is_huge;
@@ -207,9 +208,17 @@ struct mia_tld_s {
   mia_segment_t *segments;       /* segments with free slices */
   mia_segment_t *segments_full;  /* segments without */
   size_t segment_count;
-  uint64_t next_purge_check;     /* ms */
+  uint64_t next_purge_check;     /* ms; read by the purge thread without the lock */
   mia_subproc_t *subproc;
   struct mia_tld_s *next_free;   /* metadata pool link */
+  /* the segment lists and masks: the owner holds it in segment.c's entry
+   * points (segment_lock_depth deep: they call each other), the purge
+   * thread takes it with trylock for a thread gone idle */
+  mia_lock_t segment_lock;
+  uint32_t segment_lock_depth;
+  bool purge_poke;               /* pending bytes grew: poke the purge thread once unlocked */
+  struct mia_tld_s *live_next;   /* every tld in use (init.c), for the purge thread */
+  struct mia_tld_s *live_prev;
   uint32_t prof_calls;           /* thread tld only: profiler callbacks this thread is inside */
   bool is_done;
 #if MIA_REMOTE_BATCH

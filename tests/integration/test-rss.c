@@ -7,6 +7,7 @@
 #include "../tap.h"
 #include "../rss.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,8 +49,70 @@ static void idle_after_small_blocks(void) {
   mi_free(blocks);
 }
 
+/* A thread that frees most of what it allocated and then waits, alive, for
+ * something that never comes (a worker blocked on its queue).  A block
+ * kept every 2 MiB keeps each of its segments its own, so the freed pages
+ * stay there as free slices: only their owner purged those, on its slow
+ * paths, and a thread that waits runs none. */
+#define IDLE_THREAD_BYTES (32u << 20)
+#define IDLE_THREAD_SIZE 1000u
+#define IDLE_THREAD_KEEP_EVERY 2048u
+
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int stage;        /* 1: the thread freed its blocks; 2: it may finish */
+  size_t busy;      /* RSS with all its blocks live */
+  int failed;
+} idle_thread_t;
+
+static void *idle_thread_main(void *arg) {
+  idle_thread_t *t = arg;
+  size_t count = IDLE_THREAD_BYTES / IDLE_THREAD_SIZE;
+  void **blocks = malloc(count * sizeof(void *));
+  t->failed = blocks == NULL;
+  for (size_t i = 0; blocks != NULL && i < count; i++) {
+    blocks[i] = malloc(IDLE_THREAD_SIZE);
+    if (blocks[i] == NULL) t->failed = 1;
+    else memset(blocks[i], 0x3c, IDLE_THREAD_SIZE);
+  }
+  t->busy = rss_bytes();
+  for (size_t i = 0; blocks != NULL && i < count; i++)
+    if (i % IDLE_THREAD_KEEP_EVERY != 0) free(blocks[i]);
+  pthread_mutex_lock(&t->lock);
+  t->stage = 1;
+  pthread_cond_signal(&t->cond);
+  while (t->stage != 2) pthread_cond_wait(&t->cond, &t->lock);
+  pthread_mutex_unlock(&t->lock);
+  for (size_t i = 0; blocks != NULL && i < count; i += IDLE_THREAD_KEEP_EVERY) free(blocks[i]);
+  free(blocks);
+  return NULL;
+}
+
+static void idle_thread_gives_back(void) {
+  idle_thread_t t = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, idle_thread_main, &t) != 0) {
+    TAP_OK(0, "a thread to allocate and go idle");
+    return;
+  }
+  pthread_mutex_lock(&t.lock);
+  while (t.stage != 1) pthread_cond_wait(&t.cond, &t.lock);
+  pthread_mutex_unlock(&t.lock);
+  size_t idle = rss_after_idling(t.busy, 16u << 20);
+  pthread_mutex_lock(&t.lock);
+  t.stage = 2;
+  pthread_cond_signal(&t.cond);
+  pthread_mutex_unlock(&t.lock);
+  pthread_join(thread, NULL);
+  TAP_OK(!t.failed, "the thread allocated %u MiB in blocks of %u bytes", IDLE_THREAD_BYTES >> 20, IDLE_THREAD_SIZE);
+  tap_diag("rss with the thread's blocks live %zu KiB, with it idle %zu KiB", t.busy >> 10, idle >> 10);
+  TAP_OK(idle + (16u << 20) <= t.busy, "a live thread that went idle gives back what it freed within 5 s");
+}
+
 int main(void) {
   idle_after_small_blocks();
+  idle_thread_gives_back();
   const size_t total = 1u << 30;
   size_t count = 0, bytes = 0;
   size_t cap = 4u << 20;

@@ -5,8 +5,9 @@
 # (tests/stress/test-api-handoff): no data race may be reported, with the
 # defaults, with thinning and purging at once, and with guarded sampling;
 # nor while profilers are attached and detached under load
-# (tests/stress/test-profile-detach).  Other builds: skipped (the plan
-# says why).
+# (tests/stress/test-profile-detach); nor while the purge thread purges
+# the free slices of threads that went idle (tests/stress/test-idle-purge).
+# Other builds: skipped (the plan says why).
 b=${MIALLOC_BUILDDIR:-.}
 if ! grep -q '^#define MIALLOC_TSAN 1' "$b/config.h" 2>/dev/null; then
   echo "1..0 # SKIP not a ThreadSanitizer build (configure --enable-tsan)"
@@ -42,4 +43,6 @@ check "the same with thinning and purges due at once" MIALLOC_PAGE_THIN=1 MIALLO
 check "the same with guarded sampling of 1 in 20" MIALLOC_GUARDED_SAMPLE_RATE=20
 prog="$b/tests/stress/test-profile-detach"
 check "profilers attached and detached while threads sample: no data race reported" TSAN_OPTIONS=exitcode=66
+prog="$b/tests/stress/test-idle-purge"
+check "the purge thread purging idle threads' free slices while they come back: no data race reported" TSAN_OPTIONS=exitcode=66
 echo "1..$n"
