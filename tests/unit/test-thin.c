@@ -204,7 +204,9 @@ static void budget_checks(void) {
   mia_theap_thin(theap, false);
   mia_theap_thin(theap, false);
   TAP_OK(held_count(b1) > 0, "ten seconds later it has refilled, and two rounds thin (%zu blocks held)", held_count(b1));
-  TAP_OK(theap->thin_budget > 0 && theap->thin_budget < MIA_THIN_BUDGET_MAX,
+  /* not "> 0": on a loaded machine the calls may take more than the whole
+   * budget (madvise has taken 350 us a call on this project's VM) */
+  TAP_OK(theap->thin_budget < MIA_THIN_BUDGET_MAX,
          "their system calls were charged to it (%lld ns left of %lld)", (long long)theap->thin_budget,
          (long long)MIA_THIN_BUDGET_MAX);
 
