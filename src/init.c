@@ -113,10 +113,9 @@ uint64_t mia_tlds_purge_overdue(uint64_t now, uint64_t grace) {
 }
 
 /* The child has only the forking thread: the other threads' tlds have no
- * owner left (one may be half updated), so the purge thread leaves them
- * alone, as it leaves the memory of a thread that never exits.  Not when
- * the forking thread itself was changing the list (from a signal
- * handler). */
+ * owner left, and one may be half updated, so they leave the list and the
+ * purge thread leaves their memory as it is.  Not when the forking thread
+ * itself was changing the list (from a signal handler). */
 static void mia_tlds_fork_child(void) {
   if (mia_td_lock.fork_skipped) return;
   mia_theap_t *theap = mia_theap_get();
