@@ -364,6 +364,22 @@ mia_page_t *mia_segment_page_alloc(mia_tld_t *tld, size_t slices) {
   return page;
 }
 
+/* The thread's next purge check comes no later than the segment's purge
+ * (stored atomically: the purge thread reads it without the lock). */
+static void note_purge_at(mia_tld_t *tld, const mia_segment_t *seg) {
+  if (seg->purge_at != 0 && (tld->next_purge_check == 0 || seg->purge_at < tld->next_purge_check))
+    __atomic_store_n(&tld->next_purge_check, seg->purge_at, __ATOMIC_RELAXED);
+}
+
+/* After a purge pass: the next check is the earliest purge still scheduled. */
+static uint64_t reset_next_purge(mia_tld_t *tld) {
+  uint64_t next = 0;
+  for (const mia_segment_t *seg = tld->segments; seg != NULL; seg = seg->next)
+    if (seg->purge_at != 0 && (next == 0 || seg->purge_at < next)) next = seg->purge_at;
+  __atomic_store_n(&tld->next_purge_check, next, __ATOMIC_RELAXED);
+  return next;
+}
+
 static void mia_segment_schedule_purge(mia_tld_t *tld, mia_segment_t *seg, uint64_t now) {
   long delay = mia_option_get_fast(mi_option_purge_delay);
   if (delay < 0) return;
@@ -372,8 +388,7 @@ static void mia_segment_schedule_purge(mia_tld_t *tld, mia_segment_t *seg, uint6
     seg->purge_mask = seg->dirty_mask & ~seg->used_mask;
     seg->purge_at = now + (uint64_t)delay;
   }
-  if (tld->next_purge_check == 0 || seg->purge_at < tld->next_purge_check)
-    __atomic_store_n(&tld->next_purge_check, seg->purge_at, __ATOMIC_RELAXED);
+  note_purge_at(tld, seg);
 }
 
 /* A page's blocks are carved from its start, so slices past the last block
@@ -466,7 +481,6 @@ static void mia_segment_purge(mia_segment_t *seg, bool lazy, bool force, uint64_
 static void segments_purge_held(mia_tld_t *tld, bool force) {
   uint64_t now = mia_prim_clock_ms();
   bool lazy = mia_option_get_fast(mi_option_purge_decommits) == 0;
-  uint64_t next = 0;
   mia_segment_t *seg = tld->segments;
   while (seg != NULL) {
     mia_segment_t *following = seg->next;
@@ -478,9 +492,7 @@ static void segments_purge_held(mia_tld_t *tld, bool force) {
     }
     seg = following;
   }
-  for (seg = tld->segments; seg != NULL; seg = seg->next)
-    if (seg->purge_at != 0 && (next == 0 || seg->purge_at < next)) next = seg->purge_at;
-  __atomic_store_n(&tld->next_purge_check, next, __ATOMIC_RELAXED);
+  reset_next_purge(tld);
 }
 
 void mia_segments_purge(mia_tld_t *tld, bool force) {
@@ -504,15 +516,13 @@ uint64_t mia_segments_purge_overdue(mia_tld_t *tld, uint64_t now, uint64_t grace
   if (now < check + grace) return check + grace;
   if (!mia_trylock(&tld->segment_lock)) return now + grace;
   bool lazy = mia_option_get_fast(mi_option_purge_decommits) == 0;
-  uint64_t next = 0;
   for (mia_segment_t *seg = tld->segments; seg != NULL; seg = seg->next) {
     if (seg->purge_at != 0 && now >= seg->purge_at) {
       mia_segment_purge(seg, lazy, true, now);
       pending_update(seg);
     }
-    if (seg->purge_at != 0 && (next == 0 || seg->purge_at < next)) next = seg->purge_at;
   }
-  __atomic_store_n(&tld->next_purge_check, next, __ATOMIC_RELAXED);
+  uint64_t next = reset_next_purge(tld);
   mia_unlock(&tld->segment_lock);
   return next == 0 ? 0 : next + grace;
 }
@@ -872,8 +882,7 @@ static mia_segment_t *mia_segment_adopt(mia_tld_t *tld, mia_segment_t *seg, bool
     mia_segment_page_free(page);
     if (last) return released ? NULL : seg;
   }
-  if (seg->purge_at != 0 && (tld->next_purge_check == 0 || seg->purge_at < tld->next_purge_check))
-    __atomic_store_n(&tld->next_purge_check, seg->purge_at, __ATOMIC_RELAXED);
+  note_purge_at(tld, seg);
   pending_update(seg);
   return seg;
 }

@@ -11,7 +11,9 @@
  * them.  Every block carries a stamp that is checked before it is freed.
  * The mi_ API throughout: sanitizer builds do not redirect malloc.
  * Under ThreadSanitizer (tests/tools/test-tsan.sh) no race may be
- * reported between the owners and the purge thread.
+ * reported.  That cannot show a missing segment lock (the owners and the
+ * purge thread synchronise through the purge counters' atomics anyway):
+ * tests/unit/test-purge-overdue checks the lock.
  */
 #include "mialloc.h"
 #include "../tap.h"
