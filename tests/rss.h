@@ -16,4 +16,16 @@ static inline size_t rss_bytes(void) {
   return resident * (size_t)sysconf(_SC_PAGESIZE);
 }
 
+/* RSS after the program, its blocks freed, does nothing (no allocation,
+ * no mi_collect) until it has fallen by drop from busy or 5 s have
+ * passed: the whole criterion, since the purge may be caught half done. */
+static inline size_t rss_after_idling(size_t busy, size_t drop) {
+  size_t idle = busy;
+  for (int i = 0; i < 50 && idle + drop > busy; i++) {
+    usleep(100000);
+    idle = rss_bytes();
+  }
+  return idle;
+}
+
 #endif

@@ -13,19 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-
-/* RSS after the program, its blocks freed, does nothing (no allocation,
- * no mi_collect) until it has fallen by drop from busy or 5 s have
- * passed: the whole criterion, since the purge may be caught half done. */
-static size_t rss_after_idling(size_t busy, size_t drop) {
-  size_t idle = busy;
-  for (int i = 0; i < 50 && idle + drop > busy; i++) {
-    usleep(100000);
-    idle = rss_bytes();
-  }
-  return idle;
-}
-
 /* Time-driven purging of a moderate amount, before anything else in the
  * process has started the purge thread: 32 MiB of small blocks freed.  The
  * emptied segments go back to the arena, whose purge thread starts once
