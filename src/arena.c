@@ -441,7 +441,7 @@ void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count, uin
   if (arena->purge_at == 0 && delay != UINT64_MAX) arena->purge_at = mia_prim_clock_ms() + delay;
   mia_unlock(&sp->lock);
   if (delay == 0) mia_arenas_purge(sp, false);
-  else mia_purge_schedule(sp, count * MIA_SEGMENT_SIZE);
+  else mia_purge_schedule(count * MIA_SEGMENT_SIZE);
 }
 
 /* The earliest purge deadline of any arena or of the abandoned segments'
@@ -449,9 +449,8 @@ void mia_arena_free_segments(mia_subproc_t *sp, void *segment, size_t count, uin
 uint64_t mia_arenas_next_purge(mia_subproc_t *sp) {
   uint64_t next = 0;
   mia_lock(&sp->lock);
-  for (mia_arena_t *a = sp->arenas; a != NULL; a = a->next)
-    if (a->purge_at != 0 && (next == 0 || a->purge_at < next)) next = a->purge_at;
-  if (sp->abandoned_purge_at != 0 && (next == 0 || sp->abandoned_purge_at < next)) next = sp->abandoned_purge_at;
+  for (mia_arena_t *a = sp->arenas; a != NULL; a = a->next) next = mia_deadline_min(next, a->purge_at);
+  next = mia_deadline_min(next, sp->abandoned_purge_at);
   mia_unlock(&sp->lock);
   return next;
 }
@@ -539,10 +538,16 @@ void mia_arenas_destroy(mia_subproc_t *sp) {
   mia_unlock(&sp->lock);
   while (a != NULL) {
     mia_arena_t *next = a->next;
-    size_t used = 0;
-    for (size_t i = 0; i < a->segment_count; i++) used += bit_get(a->used_map, i);
+    size_t used = 0, waiting = 0;
+    for (size_t i = 0; i < a->segment_count; i++) {
+      used += bit_get(a->used_map, i);
+      waiting += bit_get(a->dirty_map, i) && !bit_get(a->used_map, i);
+    }
     mia_stat_add(&mia_stats_global.segments, -(int64_t)used);
+    mia_purge_done(waiting * MIA_SEGMENT_SIZE);   /* they no longer wait for the purge thread */
     mia_pagemap_set(a->base, a->segment_count * MIA_SEGMENT_SLICES, NULL);
+    mia_stat_commit(-(int64_t)(waiting * MIA_SEGMENT_SIZE));   /* counted whole until purged */
+    mia_stat_reserve(-(int64_t)a->size);
     if (!a->caller_owned) mia_prim_release(a->base, a->size);
     else if (mia_page_guard_size() != 0) mia_prim_guard_off(a->base, a->size, 0, false);   /* no guard left behind */
     mia_prim_release(a, mia_arena_meta_size(a->segment_count));

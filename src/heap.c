@@ -158,7 +158,10 @@ void mia_thread_release_heap_theaps(mia_tld_t *ttld) {
     if (heap != NULL) {
       mia_lock(&heap->lock);
       if (atomic_load_explicit(&theap->heap, memory_order_relaxed) == heap) {
-        mia_theap_abandon_to(theap, &heap->abandoned, NULL);
+        /* a main heap's part (mia_theap_use_process_main): where main
+         * heaps leave their memory, for the sub-process's threads to adopt */
+        if (heap->is_main) mia_theap_abandon_to(theap, &heap->subproc->abandoned, &heap->subproc->lock);
+        else mia_theap_abandon_to(theap, &heap->abandoned, NULL);
         mia_heap_unlink_theap_locked(heap, theap);
         atomic_store_explicit(&theap->heap, NULL, memory_order_release);
         kept = true;
@@ -220,6 +223,26 @@ mia_export mi_heap_t *mi_heap_get_default(void) {
   mia_theap_t *theap = mia_theap_get();
   if (theap == &mia_theap_empty) theap = mia_thread_init_slow();
   return theap == NULL ? &mia_subproc_main.heap_main : atomic_load(&theap->heap);
+}
+
+/* Blocks the library allocates and keeps beyond the call (pthread_create
+ * allocates the new thread's TLS vector with malloc, and glibc frees it
+ * only when the thread's stack is reused) must not come from memory the
+ * program may take back: a heap it destroys, or a sub-process.  So for the
+ * call the thread allocates from the main sub-process's main heap.
+ * Returns the theap mia_theap_restore puts back, NULL if none changed. */
+mia_theap_t *mia_theap_use_process_main(void) {
+  mia_theap_t *own = mia_theap_get();
+  /* a thread without a theap yet sets one up in the main sub-process */
+  if (own == &mia_theap_empty || atomic_load(&own->heap) == &mia_subproc_main.heap_main) return NULL;
+  mia_theap_t *host = mia_heap_theap(&mia_subproc_main.heap_main);
+  if (host == NULL) return NULL;
+  mia_theap_set(host);
+  return own;
+}
+
+void mia_theap_restore(mia_theap_t *own) {
+  if (own != NULL) mia_theap_set(own);
 }
 
 /* malloc and the mi_ names allocate from the default heap: switching it is
@@ -321,12 +344,25 @@ mia_export void mi_heap_delete(mi_heap_t *heap) {
     waiting += mia_abandoned_note(sp, ab);
     mia_unlock(&sp->lock);
   }
-  if (waiting != 0) mia_purge_schedule(sp, waiting);
+  if (waiting != 0) mia_purge_schedule(waiting);
   for (mia_segment_t *next; huge != NULL; huge = next) {
     next = huge->next;
     mia_huge_move_to_heap(huge, &sp->heap_main);
   }
   mia_heap_finish(heap);
+}
+
+/* mi_heap_destroy and mi_subproc_destroy: segments left by threads and
+ * huge spans go back to their arenas with whatever they still hold. */
+void mia_segments_destroy_lists(mia_segment_t *abandoned, mia_segment_t *huge) {
+  for (mia_segment_t *next; abandoned != NULL; abandoned = next) {
+    next = abandoned->next;
+    mia_segment_destroy(abandoned);
+  }
+  for (mia_segment_t *next; huge != NULL; huge = next) {
+    next = huge->next;
+    mia_huge_destroy(huge);
+  }
 }
 
 /* mi_heap_destroy: everything at once. */
@@ -339,14 +375,7 @@ mia_export void mi_heap_destroy(mi_heap_t *heap) {
   mia_heap_leave_default(heap);
   mia_segment_t *ab, *huge;
   mia_heap_detach(heap, true, &ab, &huge);
-  for (mia_segment_t *next; ab != NULL; ab = next) {
-    next = ab->next;
-    mia_segment_destroy(ab);
-  }
-  for (mia_segment_t *next; huge != NULL; huge = next) {
-    next = huge->next;
-    mia_huge_destroy(huge);
-  }
+  mia_segments_destroy_lists(ab, huge);
   mia_heap_finish(heap);
 }
 

@@ -105,8 +105,7 @@ uint64_t mia_tlds_purge_overdue(uint64_t now, uint64_t grace) {
   uint64_t next = 0;
   mia_lock(&mia_td_lock);
   for (mia_tld_t *tld = mia_td_live; tld != NULL; tld = tld->live_next) {
-    uint64_t at = mia_segments_purge_overdue(tld, now, grace);
-    if (at != 0 && (next == 0 || at < next)) next = at;
+    next = mia_deadline_min(next, mia_segments_purge_overdue(tld, now, grace));
   }
   mia_unlock(&mia_td_lock);
   return next;

@@ -587,6 +587,7 @@ mia_arena_t *mia_arena_by_id(mia_subproc_t *sp, int id);
 void mia_arenas_destroy(mia_subproc_t *sp);
 void mia_arenas_visit_claimed(mia_subproc_t *sp, size_t (*fn)(mia_segment_t *seg, void *arg), void *arg);
 void mia_subprocs_visit_claimed(size_t (*fn)(mia_segment_t *seg, void *arg), void *arg);
+uint64_t mia_subprocs_purge_due(uint64_t now);
 /* the claimed pages added up (stats.c) */
 typedef struct mia_heap_usage_s {
   size_t live_bytes;                   /* blocks handed out, outside huge spans */
@@ -621,6 +622,9 @@ void mia_heap_link_theap(mi_heap_t *heap, mia_theap_t *theap);
 bool mia_visit_abandoned(mi_heap_t *heap, bool visit_all_blocks, mi_block_visit_fun *visitor, void *arg);
 void mia_heap_unlink_theap(mia_theap_t *theap);
 void mia_thread_release_heap_theaps(mia_tld_t *ttld);
+mia_theap_t *mia_theap_use_process_main(void);
+void mia_segments_destroy_lists(mia_segment_t *abandoned, mia_segment_t *huge);
+void mia_theap_restore(mia_theap_t *own);
 mi_heap_t *mia_heap_of_page(const mia_page_t *page);
 void mia_heaps_fork_prepare(void);
 void mia_heaps_fork_release(bool child);
@@ -800,9 +804,11 @@ _Static_assert(MIA_PAGE_MAX_BLOCKS < ((uintptr_t)1 << (62 - MIA_TF_COUNT_SHIFT))
 bool mia_page_visit_live(mia_page_t *page, mia_block_fun *fun, void *arg);
 
 /* ---- background purging (purge.c) ---- */
-void mia_purge_schedule(mia_subproc_t *sp, size_t dirty_bytes);
+/* Purge deadlines are clock_ms times, 0 for none: the earlier of two. */
+static inline uint64_t mia_deadline_min(uint64_t a, uint64_t b) { return a == 0 || (b != 0 && b < a) ? b : a; }
+void mia_purge_schedule(size_t dirty_bytes);
 void mia_purge_pending_add(size_t dirty_bytes);
-void mia_purge_poke(mia_subproc_t *sp);
+void mia_purge_poke(void);
 void mia_purge_done(size_t purged_bytes);
 void mia_purge_fork_child(void);
 uint64_t mia_arenas_next_purge(mia_subproc_t *sp);

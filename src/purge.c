@@ -44,40 +44,36 @@ static bool mia_purge_thread_may_exit(int seen) {
   return !atomic_compare_exchange_strong(&mia_purge_state, &expected, 1);
 }
 
-static uint64_t earliest(uint64_t a, uint64_t b) { return a == 0 || (b != 0 && b < a) ? b : a; }
-
-/* The next deadline: the arenas' and abandoned segments', and the live
- * threads' free slices, which it purges where they are overdue. */
-static uint64_t mia_purge_next(mia_subproc_t *sp, uint64_t now) {
-  uint64_t next = mia_arenas_next_purge(sp);
-  if (next != 0 && next <= now) return next;
-  return earliest(next, mia_tlds_purge_overdue(now, mia_purge_delay_arena()));
+/* One pass: every sub-process's arenas and abandoned segments purged
+ * where due, and the live threads' free slices where overdue.  Returns
+ * the next deadline, 0 if nothing waits. */
+static uint64_t mia_purge_pass(uint64_t now) {
+  uint64_t next = mia_subprocs_purge_due(now);
+  return mia_deadline_min(next, mia_tlds_purge_overdue(now, mia_purge_delay_arena()));
 }
 
 static void *mia_purge_main(void *arg) {
-  mia_subproc_t *sp = arg;
+  (void)arg;
   for (;;) {
     int seen = atomic_load(&mia_purge_wakeups);
     uint64_t now = mia_prim_clock_ms();
-    uint64_t next = mia_purge_next(sp, now);
+    uint64_t next = mia_purge_pass(now);
     if (next == 0) {
       atomic_store(&mia_purge_idle, 1);
       mia_prim_futex_wait_ms((int *)&mia_purge_wakeups, seen, MIA_PURGE_THREAD_LINGER_MS);
       atomic_store(&mia_purge_idle, 0);
-      if (atomic_load(&mia_purge_wakeups) == seen && mia_purge_next(sp, mia_prim_clock_ms()) == 0 &&
+      if (atomic_load(&mia_purge_wakeups) == seen && mia_purge_pass(mia_prim_clock_ms()) == 0 &&
           mia_purge_thread_may_exit(seen))
         break;
     } else if (next > now) {
       mia_prim_futex_wait_ms((int *)&mia_purge_wakeups, seen, next - now);
-    } else {
-      mia_arenas_purge(sp, false);
     }
   }
   mia_verbose("the background purge thread exits: nothing to purge for %d ms\n", MIA_PURGE_THREAD_LINGER_MS);
   return NULL;
 }
 
-static void mia_purge_thread_start(mia_subproc_t *sp) {
+static void mia_purge_thread_start(void) {
   int expected = 0;
   if (!atomic_compare_exchange_strong(&mia_purge_state, &expected, 1)) return;
   /* the thread must never run a signal handler of the program */
@@ -90,9 +86,11 @@ static void mia_purge_thread_start(mia_subproc_t *sp) {
   pthread_attr_setstacksize(&attr, 64 * 1024);
   pthread_t thread;
   bool was_suspended = mia_sampling_suspend();
+  mia_theap_t *own = mia_theap_use_process_main();
   int saved = errno;   /* started from inside free, which must leave errno alone */
-  int rc = pthread_create(&thread, &attr, mia_purge_main, sp);
+  int rc = pthread_create(&thread, &attr, mia_purge_main, NULL);
   errno = saved;
+  mia_theap_restore(own);
   mia_sampling_resume(was_suspended);
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -110,14 +108,14 @@ void mia_purge_pending_add(size_t dirty_bytes) {
 }
 
 /* Called without locks held (starting the thread may allocate). */
-void mia_purge_poke(mia_subproc_t *sp) {
+void mia_purge_poke(void) {
   /* bumped before the state is read: see mia_purge_thread_may_exit */
   atomic_fetch_add(&mia_purge_wakeups, 1);
   if (atomic_load(&mia_purge_state) == 0) {
     if (atomic_load(&mia_purge_pending) < MIA_PURGE_THREAD_MIN || mia_option_get_fast(mi_option_purge_thread) == 0 ||
         mia_option_get_fast(mi_option_purge_delay) < 0)
       return;
-    mia_purge_thread_start(sp);
+    mia_purge_thread_start();
     return;
   }
   /* New work never has an earlier deadline than what the thread waits
@@ -129,9 +127,9 @@ void mia_purge_poke(mia_subproc_t *sp) {
 }
 
 /* Called (without locks held) after dirty memory was added to an arena. */
-void mia_purge_schedule(mia_subproc_t *sp, size_t dirty_bytes) {
+void mia_purge_schedule(size_t dirty_bytes) {
   mia_purge_pending_add(dirty_bytes);
-  mia_purge_poke(sp);
+  mia_purge_poke();
 }
 
 /* Dirty bytes that no longer wait: purged, or claimed again before their

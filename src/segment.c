@@ -25,7 +25,7 @@ static void tld_leave(mia_tld_t *tld) {
   bool poke = tld->purge_poke;
   tld->purge_poke = false;
   mia_unlock(&tld->segment_lock);
-  if (poke) mia_purge_poke(tld->subproc);
+  if (poke) mia_purge_poke();
 }
 
 /* The purge thread's pending bytes count a thread segment's free dirty
@@ -375,7 +375,7 @@ static void note_purge_at(mia_tld_t *tld, const mia_segment_t *seg) {
 static uint64_t reset_next_purge(mia_tld_t *tld) {
   uint64_t next = 0;
   for (const mia_segment_t *seg = tld->segments; seg != NULL; seg = seg->next)
-    if (seg->purge_at != 0 && (next == 0 || seg->purge_at < next)) next = seg->purge_at;
+    next = mia_deadline_min(next, seg->purge_at);
   __atomic_store_n(&tld->next_purge_check, next, __ATOMIC_RELAXED);
   return next;
 }

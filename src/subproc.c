@@ -31,6 +31,28 @@ void mia_subprocs_visit_claimed(size_t (*fn)(mia_segment_t *seg, void *arg), voi
   mia_unlock(&mia_subprocs_lock);
 }
 
+/* One sub-process's part of the purge thread's pass: its arenas (and
+ * abandoned segments) purged where due; the deadline left, 0 if none. */
+static uint64_t mia_subproc_purge_due(mia_subproc_t *sp, uint64_t now) {
+  uint64_t next = mia_arenas_next_purge(sp);
+  if (next == 0 || next > now) return next;
+  mia_arenas_purge(sp, false);
+  return mia_arenas_next_purge(sp);
+}
+
+/* The purge thread serves every sub-process, whichever one's frees started
+ * it.  It holds the list's lock throughout, so mi_subproc_destroy, which
+ * unlinks a sub-process under that lock before freeing it, waits for the
+ * pass rather than unmapping memory the pass is reading. */
+uint64_t mia_subprocs_purge_due(uint64_t now) {
+  uint64_t next = mia_subproc_purge_due(&mia_subproc_main, now);
+  mia_lock(&mia_subprocs_lock);
+  for (mia_subproc_t *sp = mia_subprocs; sp != NULL; sp = sp->next)
+    next = mia_deadline_min(next, mia_subproc_purge_due(sp, now));
+  mia_unlock(&mia_subprocs_lock);
+  return next;
+}
+
 mia_export mi_subproc_id_t mi_subproc_main(void) { return &mia_subproc_main; }
 
 mia_export mi_subproc_id_t mi_subproc_new(void) {
@@ -115,6 +137,23 @@ mia_export bool mi_abandoned_visit_blocks(mi_subproc_id_t id, int heap_tag, bool
   return mi_subproc_visit_heaps(sp, mia_visit_heap_abandoned, &a);
 }
 
+/* What the main heap still holds once the threads are gone (the segments
+ * they left, huge blocks never freed) goes back to the arenas as a
+ * destroyed heap's does, so that the statistics stop counting memory that
+ * mia_arenas_destroy then unmaps with the arenas. */
+static void mia_subproc_destroy_leftovers(mia_subproc_t *sp) {
+  mia_lock(&sp->lock);
+  mia_segment_t *ab = sp->abandoned;
+  sp->abandoned = NULL;
+  sp->abandoned_purge_at = 0;
+  mia_unlock(&sp->lock);
+  mia_lock(&sp->heap_main.lock);
+  mia_segment_t *huge = sp->heap_main.huge;
+  sp->heap_main.huge = NULL;
+  mia_unlock(&sp->heap_main.lock);
+  mia_segments_destroy_lists(ab, huge);
+}
+
 mia_export void mi_subproc_destroy(mi_subproc_id_t id) {
   mia_subproc_t *sp = mia_subproc_check(id, "mi_subproc_destroy");
   if (sp == NULL) return;
@@ -133,8 +172,7 @@ mia_export void mi_subproc_destroy(mi_subproc_id_t id) {
   *link = sp->next;
   mia_unlock(&mia_subprocs_lock);
   while (sp->heaps != NULL) mi_heap_destroy(sp->heaps);
-  /* what is left (the main heap's blocks, abandoned by exited threads)
-   * goes with the arenas */
+  mia_subproc_destroy_leftovers(sp);
   mia_arenas_destroy(sp);
   size_t size = (sizeof(mia_subproc_t) + mia_prim_page_size() - 1) & ~(mia_prim_page_size() - 1);
   mia_prim_release(sp, size);

@@ -6,7 +6,9 @@
 # defaults, with thinning and purging at once, and with guarded sampling;
 # nor while profilers are attached and detached under load
 # (tests/stress/test-profile-detach); nor while the purge thread purges
-# the free slices of threads that went idle (tests/stress/test-idle-purge).
+# the free slices of threads that went idle (tests/stress/test-idle-purge),
+# nor while it serves other sub-processes and one is destroyed under it
+# (tests/stress/test-subproc-purge).
 # Other builds: skipped (the plan says why).
 b=${MIALLOC_BUILDDIR:-.}
 if ! grep -q '^#define MIALLOC_TSAN 1' "$b/config.h" 2>/dev/null; then
@@ -45,4 +47,6 @@ prog="$b/tests/stress/test-profile-detach"
 check "profilers attached and detached while threads sample: no data race reported" TSAN_OPTIONS=exitcode=66
 prog="$b/tests/stress/test-idle-purge"
 check "the purge thread purging idle threads' free slices while they come back: no data race reported" TSAN_OPTIONS=exitcode=66
+prog="$b/tests/stress/test-subproc-purge"
+check "the purge thread serving every sub-process while one is destroyed: no data race reported" TSAN_OPTIONS=exitcode=66
 echo "1..$n"
