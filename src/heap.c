@@ -154,14 +154,23 @@ void mia_thread_release_heap_theaps(mia_tld_t *ttld) {
   while (theap != NULL) {
     mia_theap_t *next = theap->tld_next;
     mi_heap_t *heap = atomic_load_explicit(&theap->heap, memory_order_acquire);
+    if (heap != NULL && heap->is_main) {
+      /* a main heap's part (mia_theap_use_process_main), never orphaned:
+       * it goes as the thread's own main theap does, to its sub-process's
+       * list and outside the heap's lock, which the purge thread's start
+       * from the abandon may need (a malloc of this exiting thread sets
+       * up a theap of the main heap) */
+      mia_heap_unlink_theap(theap);
+      mia_theap_abandon_to(theap, &heap->subproc->abandoned, &heap->subproc->lock);
+      mia_thread_data_free(theap->tld);
+      theap = next;
+      continue;
+    }
     bool kept = false;
     if (heap != NULL) {
       mia_lock(&heap->lock);
       if (atomic_load_explicit(&theap->heap, memory_order_relaxed) == heap) {
-        /* a main heap's part (mia_theap_use_process_main): where main
-         * heaps leave their memory, for the sub-process's threads to adopt */
-        if (heap->is_main) mia_theap_abandon_to(theap, &heap->subproc->abandoned, &heap->subproc->lock);
-        else mia_theap_abandon_to(theap, &heap->abandoned, NULL);
+        mia_theap_abandon_to(theap, &heap->abandoned, NULL);
         mia_heap_unlink_theap_locked(heap, theap);
         atomic_store_explicit(&theap->heap, NULL, memory_order_release);
         kept = true;
