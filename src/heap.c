@@ -98,10 +98,12 @@ static mia_tld_t *mia_thread_tld(void) {
 }
 
 /* A part whose heap was deleted or destroyed by another thread: its live
- * blocks (after a delete) go to the main heap, then the part is freed. */
+ * blocks (after a delete) go to the main heap of the heap's sub-process,
+ * which need not be this thread's: the segments came from that one's
+ * arenas and go when it is destroyed.  Then the part is freed. */
 static void mia_theap_release_orphan(mia_theap_t *theap) {
   mia_tld_t *tld = theap->tld;
-  mia_theap_abandon_to(theap, &tld->thread_tld->subproc->abandoned, &tld->thread_tld->subproc->lock);
+  mia_theap_abandon_to(theap, &tld->subproc->abandoned, &tld->subproc->lock);
   mia_thread_data_free(tld);
 }
 

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../rss.h"
 #include "../tap.h"
@@ -404,6 +406,78 @@ static void test_subproc(void) {
   TAP_OK(main_heaps >= 1, "the main sub-process still has its heaps");
 }
 
+/* A heap of another sub-process, used by this thread and deleted by its
+ * creator: this thread's part of it is left orphaned, and released the
+ * next time the thread looks for a heap's part.  Its live blocks belong
+ * to the heap's sub-process (they sit in that one's arenas), and the
+ * main sub-process must never take those segments in, which it did once
+ * and then crashed when the other sub-process was destroyed.  Run in a
+ * child so that a crash fails a check instead of ending the test. */
+typedef struct orphan_arg_s {
+  mi_subproc_id_t sp;
+  mi_heap_t *heap, *main_heap;
+  pthread_barrier_t step;
+} orphan_arg_t;
+
+static void *orphan_creator(void *arg) {
+  orphan_arg_t *a = arg;
+  mi_subproc_add_current_thread(a->sp);
+  a->main_heap = mi_heap_main();
+  a->heap = mi_heap_new();
+  pthread_barrier_wait(&a->step);   /* the heap exists */
+  pthread_barrier_wait(&a->step);   /* the other thread allocated from it */
+  mi_heap_delete(a->heap);
+  return NULL;
+}
+
+#define ORPHAN_BLOCKS 100
+static int orphan_child(void) {
+  orphan_arg_t a = {.sp = mi_subproc_new()};
+  pthread_t t;
+  pthread_barrier_init(&a.step, NULL, 2);
+  if (a.sp == NULL || pthread_create(&t, NULL, orphan_creator, &a) != 0) return 3;
+  pthread_barrier_wait(&a.step);
+  void *held[ORPHAN_BLOCKS];
+  for (int i = 0; i < ORPHAN_BLOCKS; i++) {
+    held[i] = mi_heap_malloc(a.heap, 1000);
+    if (held[i] != NULL) memset(held[i], 1, 1000);
+  }
+  pthread_barrier_wait(&a.step);
+  pthread_join(t, NULL);
+  mi_heap_t *other = mi_heap_new();
+  mi_free(mi_heap_malloc(other, 100));   /* the walk for its part releases the orphan */
+  bool owner_ok = mi_heap_of(held[0]) == a.main_heap;
+  for (int i = 0; i < ORPHAN_BLOCKS; i++) mi_free(held[i]);
+  mi_subproc_destroy(a.sp);
+  /* the main sub-process needs pages now, and looks for abandoned ones */
+  static unsigned char *blocks[20000];
+  bool data_ok = true;
+  for (int i = 0; i < 20000; i++) {
+    blocks[i] = mi_malloc(1000 + (size_t)(i % 50) * 64);
+    if (blocks[i] == NULL) return 4;
+    memset(blocks[i], i & 0xff, 1000);
+  }
+  for (int i = 0; i < 20000; i++) {
+    data_ok &= blocks[i][999] == (i & 0xff);
+    mi_free(blocks[i]);
+  }
+  mi_heap_delete(other);
+  return !data_ok ? 5 : !owner_ok ? 2 : 0;
+}
+
+static void test_subproc_orphan(void) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(orphan_child());
+  int status = 0;
+  bool waited = pid > 0 && waitpid(pid, &status, 0) == pid;
+  bool ran = waited && WIFEXITED(status);
+  int code = ran ? WEXITSTATUS(status) : -1;
+  TAP_OK(ran && code != 3 && code != 4 && code != 5,
+         "a thread's part of another sub-process's deleted heap: the process runs on after that sub-process is destroyed (%s %d)",
+         ran ? "exit status" : "signal", ran ? code : (waited && WIFSIGNALED(status) ? WTERMSIG(status) : -1));
+  TAP_OK(ran && code == 0, "its live blocks went to that sub-process's main heap (exit status %d)", code);
+}
+
 /* A sub-process with many heaps, visited from a thread with a small stack:
  * the walk's copy of the list must not live on the stack (20,000 heaps
  * are 160 KB of pointers, the thread has 64 KiB). */
@@ -476,6 +550,7 @@ int main(void) {
   test_destroy_after_threads();
   test_arenas();
   test_subproc();
+  test_subproc_orphan();
   test_many_heaps();
   test_misuse();
   return tap_done();
