@@ -305,10 +305,10 @@ mi_decl_export void mi_subproc_destroy(mi_subproc_id_t subproc);
 mi_decl_export void mi_subproc_delete(mi_subproc_id_t subproc);   /* same as destroy */
 /* Visit the blocks that threads of the sub-process left behind when they
  * exited (abandoned memory not yet taken over by another thread) of heaps
- * with the given tag: the main heap's tag is 0, mi_heap_new_ex sets
- * others.  The visitor gets the owning heap; it must not allocate from or
- * free into that memory.  False if the visitor stopped early or subproc is
- * not a sub-process. */
+ * with the given tag (the main heap's tag is 0, mi_heap_new_ex sets
+ * others), or of every heap if heap_tag is negative.  The visitor gets
+ * the owning heap; it must not allocate from or free into that memory.
+ * False if the visitor stopped early or subproc is not a sub-process. */
 mi_decl_export bool mi_abandoned_visit_blocks(mi_subproc_id_t subproc, int heap_tag, bool visit_blocks,
                                               mi_block_visit_fun *visitor, void *arg);
 

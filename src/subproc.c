@@ -126,7 +126,8 @@ typedef struct mia_abandoned_visit_s {
 
 static bool mia_visit_heap_abandoned(mi_heap_t *heap, void *arg) {
   mia_abandoned_visit_t *a = arg;
-  return heap->tag != a->tag || mia_visit_abandoned(heap, a->all, a->visitor, a->arg);
+  /* a negative tag stands for every heap, as in mimalloc's API */
+  return (a->tag >= 0 && heap->tag != a->tag) || mia_visit_abandoned(heap, a->all, a->visitor, a->arg);
 }
 
 mia_export bool mi_abandoned_visit_blocks(mi_subproc_id_t id, int heap_tag, bool visit_blocks,

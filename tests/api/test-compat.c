@@ -240,6 +240,10 @@ static void test_abandoned_visit(void) {
   count_t other_tag = {.heap = mi_heap_main(), .heap_ok = true};
   ok = mi_abandoned_visit_blocks(mi_subproc_main(), 7, true, count_visit, &other_tag);
   TAP_OK(ok && other_tag.blocks == 0 && other_tag.areas == 0, "another heap tag: nothing visited");
+  count_t any_tag = {.heap = mi_heap_main(), .heap_ok = true};
+  ok = mi_abandoned_visit_blocks(mi_subproc_main(), -1, true, count_visit, &any_tag);
+  TAP_OK(ok && any_tag.found == c.found && any_tag.areas == c.areas,
+         "a negative heap tag visits every heap's, as mimalloc's does (%zu blocks)", any_tag.found);
   count_t stop = {.heap = mi_heap_main(), .heap_ok = true, .stop_after = 3};
   ok = mi_abandoned_visit_blocks(mi_subproc_main(), 0, true, count_visit, &stop);
   TAP_OK(!ok && stop.blocks == 3, "a visitor returning false stops the walk (false)");
