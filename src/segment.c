@@ -887,10 +887,45 @@ static mia_segment_t *mia_segment_adopt(mia_tld_t *tld, mia_segment_t *seg, bool
   return seg;
 }
 
+/* Whether every page of an abandoned segment (held alone by the caller) is
+ * free, once the blocks other threads freed into it are counted. */
+static bool mia_segment_collect_unowned(mia_segment_t *seg) {
+  bool empty = true;
+  size_t idx = 1;
+  mia_page_t *page;
+  while ((page = mia_segment_next_page(seg, &idx)) != NULL) empty = mia_page_collect_unowned(page) && empty;
+  return empty;
+}
+
+/* Put a chain of abandoned segments back at the end of the list, so that
+ * the next look starts with others. */
+static void abandoned_append(mia_subproc_t *sp, mia_segment_t *chain) {
+  mia_lock(&sp->lock);
+  mia_segment_t **end = &sp->abandoned;
+  while (*end != NULL) end = &(*end)->next;
+  __atomic_store_n(end, chain, __ATOMIC_RELAXED);
+  mia_unlock(&sp->lock);
+}
+
+/* An abandoned segment of an exclusive arena on the main heap's list: the
+ * live blocks of a deleted heap of that arena, now the main heap's.  The
+ * main heap must not put new blocks there, so it does not adopt the
+ * segment; once every block is freed the segment goes back to its arena
+ * (adopted only to free its pages), until then to the end of the list. */
+static void segment_pass_exclusive(mia_tld_t *tld, mia_segment_t *seg) {
+  if (!mia_segment_collect_unowned(seg)) {
+    seg->next = NULL;
+    abandoned_append(tld->subproc, seg);
+    return;
+  }
+  mia_segment_t *kept = mia_segment_adopt(tld, seg, false);
+  if (kept != NULL && kept->used_mask == 1) mia_segment_release(tld, kept);   /* the thread's only one */
+}
+
 /* Adopt one abandoned segment (the main heap's threads: the live blocks in
  * it are the main heap's).  Returns false when there was none; *out is NULL
- * when the adopted segment turned out to be empty and went back to its
- * arena. */
+ * when the segment turned out to be empty and went back to its arena, or
+ * is not the heap's to use (segment_pass_exclusive). */
 static bool segment_reclaim_one_held(mia_tld_t *tld, mia_segment_t **out) {
   mia_subproc_t *sp = tld->subproc;
   *out = NULL;
@@ -900,7 +935,8 @@ static bool segment_reclaim_one_held(mia_tld_t *tld, mia_segment_t **out) {
   if (seg != NULL) __atomic_store_n(&sp->abandoned, seg->next, __ATOMIC_RELAXED);
   mia_unlock(&sp->lock);
   if (seg == NULL) return false;
-  *out = mia_segment_adopt(tld, seg, true);
+  if (!mia_arena_serves(sp, seg, tld->heap->arena)) segment_pass_exclusive(tld, seg);
+  else *out = mia_segment_adopt(tld, seg, true);
   return true;
 }
 
@@ -909,16 +945,6 @@ bool mia_segment_reclaim_one(mia_tld_t *tld, mia_segment_t **out) {
   bool found = segment_reclaim_one_held(tld, out);
   tld_leave(tld);
   return found;
-}
-
-/* Whether every page of an abandoned segment (held alone by the caller) is
- * free, once the blocks other threads freed into it are counted. */
-static bool mia_segment_collect_unowned(mia_segment_t *seg) {
-  bool empty = true;
-  size_t idx = 1;
-  mia_page_t *page;
-  while ((page = mia_segment_next_page(seg, &idx)) != NULL) empty = mia_page_collect_unowned(page) && empty;
-  return empty;
 }
 
 /* A first-class heap may not adopt abandoned segments with live blocks (they
@@ -953,13 +979,7 @@ static mia_segment_t *segments_reclaim_empty_held(mia_tld_t *tld, long max) {
     else keep = seg;
     keep_tail = seg;
   }
-  if (keep != NULL) {
-    mia_lock(&sp->lock);
-    mia_segment_t **end = &sp->abandoned;
-    while (*end != NULL) end = &(*end)->next;
-    __atomic_store_n(end, keep, __ATOMIC_RELAXED);
-    mia_unlock(&sp->lock);
-  }
+  if (keep != NULL) abandoned_append(sp, keep);
   return kept;
 }
 

@@ -300,6 +300,40 @@ static void test_destroy_after_threads(void) {
 
 /* ---- arenas ---- */
 
+/* A deleted heap of an exclusive arena leaves its live blocks to the main
+ * heap, whose new blocks must still never come from that arena (the main
+ * heap took in its segments for new pages once); when those blocks are
+ * freed the arena's whole room serves its heaps again. */
+#define EXCL_BLOCKS 20000
+#define MAIN_BLOCKS 50000
+static void test_exclusive_delete(mi_arena_id_t id, const uint8_t *base, size_t size) {
+  static void *held[EXCL_BLOCKS], *mine[MAIN_BLOCKS];
+  mi_heap_t *heap = mi_heap_new_in_arena(id);
+  for (int i = 0; i < EXCL_BLOCKS; i++) held[i] = mi_heap_malloc(heap, 1000);
+  for (int i = 0; i < EXCL_BLOCKS; i += 2) mi_free(held[i]);
+  mi_heap_delete(heap);
+  bool moved = mi_heap_of(held[1]) == mi_heap_main();
+  int inside = 0;
+  for (int i = 0; i < MAIN_BLOCKS; i++) {
+    uint8_t *p = mine[i] = mi_malloc(64 + (size_t)(i % 900));
+    inside += p >= base && p < base + size;
+  }
+  TAP_OK(moved && inside == 0,
+         "after mi_heap_delete of a heap in an exclusive arena, the main heap owns its blocks and puts none of its "
+         "own in the arena (%d of %d)", inside, MAIN_BLOCKS);
+  for (int i = 0; i < MAIN_BLOCKS; i++) mi_free(mine[i]);
+  for (int i = 1; i < EXCL_BLOCKS; i += 2) mi_free(held[i]);
+  /* the main heap looks at the abandoned list again when it needs room */
+  for (int i = 0; i < MAIN_BLOCKS; i++) mine[i] = mi_malloc(64 + (size_t)(i % 900));
+  for (int i = 0; i < MAIN_BLOCKS; i++) mi_free(mine[i]);
+  heap = mi_heap_new_in_arena(id);
+  size_t got = 0;
+  while (got < size / 1000 && mi_heap_malloc(heap, 1000) != NULL) got++;
+  TAP_OK(got >= (size >> 20) * 900, "then a new heap in it fills the arena again (%zu blocks of 1000 bytes in %zu MiB)",
+         got, size >> 20);
+  mi_heap_destroy(heap);
+}
+
 static void test_arenas(void) {
   mi_arena_id_t id = 0;
   TAP_OK(mi_reserve_os_memory_ex(64 << 20, false, false, true, &id) == 0 && id != 0,
@@ -325,6 +359,7 @@ static void test_arenas(void) {
   TAP_OK(big == NULL, "an exclusive arena that is too small gives NULL, not other memory");
   mi_heap_destroy(heap);
   TAP_OK(mi_heap_new_in_arena(12345) == NULL, "an unknown arena id gives NULL");
+  test_exclusive_delete(id, base, size);
 
   /* caller-provided memory */
   size_t len = 32 << 20;
