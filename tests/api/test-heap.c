@@ -513,6 +513,39 @@ static void test_subproc_orphan(void) {
   TAP_OK(ran && code == 0, "its live blocks went to that sub-process's main heap (exit status %d)", code);
 }
 
+/* A thread that joins a sub-process after it allocated: its blocks stay
+ * valid and stay with the main heap of the sub-process it left
+ * (mialloc(3)), and what it allocates next comes from the new one's. */
+typedef struct late_arg_s {
+  mi_subproc_id_t sp;
+  mi_heap_t *old_main;
+  bool kept, moved;
+} late_arg_t;
+
+static void *join_late(void *arg) {
+  late_arg_t *a = arg;
+  unsigned char *p = mi_malloc(100);
+  if (p != NULL) memset(p, 7, 100);
+  mi_subproc_add_current_thread(a->sp);
+  unsigned char *q = mi_malloc(100);
+  a->kept = p != NULL && p[99] == 7 && mi_heap_of(p) == a->old_main;
+  a->moved = q != NULL && mi_heap_of(q) == mi_heap_main() && mi_heap_main() != a->old_main;
+  mi_free(p);
+  mi_free(q);
+  return NULL;
+}
+
+static void test_subproc_late_join(void) {
+  late_arg_t a = {.sp = mi_subproc_new(), .old_main = mi_heap_main()};
+  pthread_t t;
+  bool ran = a.sp != NULL && pthread_create(&t, NULL, join_late, &a) == 0;
+  if (ran) pthread_join(t, NULL);
+  TAP_OK(ran && a.kept && a.moved,
+         "a thread joining a sub-process after it allocated keeps its blocks in the old main heap (%d) and allocates "
+         "from the new one's (%d)", a.kept, a.moved);
+  if (a.sp != NULL) mi_subproc_destroy(a.sp);
+}
+
 /* A sub-process with many heaps, visited from a thread with a small stack:
  * the walk's copy of the list must not live on the stack (20,000 heaps
  * are 160 KB of pointers, the thread has 64 KiB). */
@@ -586,6 +619,7 @@ int main(void) {
   test_arenas();
   test_subproc();
   test_subproc_orphan();
+  test_subproc_late_join();
   test_many_heaps();
   test_misuse();
   return tap_done();
