@@ -623,8 +623,8 @@ bool mia_visit_abandoned(mi_heap_t *heap, bool visit_all_blocks, mi_block_visit_
 void mia_heap_unlink_theap(mia_theap_t *theap);
 void mia_thread_release_heap_theaps(mia_tld_t *ttld);
 mia_theap_t *mia_theap_use_process_main(void);
-void mia_segments_destroy_lists(mia_segment_t *abandoned, mia_segment_t *huge);
 void mia_theap_restore(mia_theap_t *own);
+void mia_segments_destroy_lists(mia_segment_t *abandoned, mia_segment_t *huge);
 mi_heap_t *mia_heap_of_page(const mia_page_t *page);
 void mia_heaps_fork_prepare(void);
 void mia_heaps_fork_release(bool child);
