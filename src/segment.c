@@ -411,9 +411,9 @@ static void mia_segment_keep_clean(mia_segment_t *seg, const mia_page_t *page, s
   mia_stat_commit(-__builtin_popcountll(clean) * (int64_t)MIA_SLICE_SIZE);
 }
 
-static void segment_page_free_held(mia_page_t *page) {
-  mia_segment_t *seg = mia_segment_of_page(page);
-  mia_tld_t *tld = seg->tld;
+/* Take an empty page out of its segment (held by the caller): its slices
+ * are free from here on. */
+static void segment_page_unlink(mia_segment_t *seg, mia_page_t *page) {
   size_t idx = (size_t)(page - seg->pages);
   uint64_t bits = slice_bits(idx, page->slice_count);
   mia_assert(seg->cookie == ((uintptr_t)seg ^ mia_process_secret));
@@ -426,6 +426,12 @@ static void segment_page_free_held(mia_page_t *page) {
   page->slice_count = 0;
   atomic_store_explicit(&page->theap, NULL, memory_order_relaxed);
   seg->used_mask &= ~bits;
+}
+
+static void segment_page_free_held(mia_page_t *page) {
+  mia_segment_t *seg = mia_segment_of_page(page);
+  mia_tld_t *tld = seg->tld;
+  segment_page_unlink(seg, page);
   if (seg->in_full_list) {
     list_remove(&tld->segments_full, seg);
     list_push(&tld->segments, seg);
