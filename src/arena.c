@@ -452,7 +452,7 @@ uint64_t mia_arenas_next_purge(mia_subproc_t *sp) {
   for (mia_arena_t *a = sp->arenas; a != NULL; a = a->next) next = mia_deadline_min(next, a->purge_at);
   next = mia_deadline_min(next, sp->abandoned_purge_at);
   mia_unlock(&sp->lock);
-  return next;
+  return mia_deadline_min(next, atomic_load_explicit(&sp->orphans_due, memory_order_relaxed));
 }
 
 /* A purge pass: free dirty segments that were free at the previous pass
@@ -462,7 +462,8 @@ uint64_t mia_arenas_next_purge(mia_subproc_t *sp) {
  * blocks at a steady pace keeps reusing the same resident memory, where
  * one deadline per arena purged whatever happened to be free at the
  * moment, often just freed, and the next claim faulted it back in.  The
- * abandoned segments' free slices that are due go too (mia_abandoned_purge). */
+ * abandoned segments' free slices that are due go too (mia_abandoned_purge),
+ * and so do their pages that other threads' frees emptied (mia_abandoned_scan_due). */
 void mia_arenas_purge(mia_subproc_t *sp, bool force) {
   uint64_t now = mia_prim_clock_ms();
   uint64_t delay = mia_purge_delay_arena();
@@ -497,6 +498,7 @@ void mia_arenas_purge(mia_subproc_t *sp, bool force) {
   if (sp->abandoned_purge_at != 0 && (force || now >= sp->abandoned_purge_at))
     sp->abandoned_purge_at = mia_abandoned_purge(sp, now, force);
   mia_unlock(&sp->lock);
+  mia_abandoned_scan_due(sp, now, force);
 }
 
 /* Grow a huge span in place by claiming the free segments right after it;

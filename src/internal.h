@@ -554,6 +554,8 @@ mia_segment_t *mia_segment_reclaim(mia_tld_t *tld, size_t count);
 bool mia_segments_have_room(const mia_tld_t *tld, size_t count);
 size_t mia_abandoned_note(mia_subproc_t *sp, mia_segment_t *seg);
 uint64_t mia_abandoned_purge(mia_subproc_t *sp, uint64_t now, bool force);
+void mia_abandoned_freed_into(mia_subproc_t *sp);
+void mia_abandoned_scan_due(mia_subproc_t *sp, uint64_t now, bool force);
 uint64_t mia_purge_delay_arena(void);
 void mia_segment_page_free(mia_page_t *page);
 mia_page_t *mia_huge_page_alloc(mi_heap_t *heap, size_t size, size_t alignment);
@@ -809,6 +811,7 @@ static inline uint64_t mia_deadline_min(uint64_t a, uint64_t b) { return a == 0 
 void mia_purge_schedule(size_t dirty_bytes);
 void mia_purge_pending_add(size_t dirty_bytes);
 void mia_purge_poke(void);
+void mia_purge_poke_orphans(void);
 void mia_purge_done(size_t purged_bytes);
 void mia_purge_fork_child(void);
 uint64_t mia_arenas_next_purge(mia_subproc_t *sp);

@@ -407,6 +407,16 @@ static mia_noinline void mia_free_remote_notify(mia_page_t *page) {
                                                   memory_order_release, memory_order_relaxed));
 }
 
+/* The end of a push into a page nobody owns, out of line: the scan that
+ * gives such pages back once emptied, and the claim's release as for any
+ * page (an abandoned page is not parked, but one may be abandoned while a
+ * push parks it). */
+static mia_noinline void mia_free_remote_unowned(mia_page_t *page, uintptr_t old, mia_subproc_t *sp) {
+  mia_abandoned_freed_into(sp);
+  if ((old & MIA_TF_FULL) == 0 || (old & MIA_TF_QUEUED) != 0) return;
+  mia_free_remote_notify(page);
+}
+
 /* Frees from a thread that does not own the page: n marked blocks linked
  * from first to last, pushed in one go.  If the owner parked the page in
  * its full list it will not look at it again by itself, so the push that
@@ -415,6 +425,12 @@ static mia_noinline void mia_free_remote_notify(mia_page_t *page) {
  * the claim stands from the moment the block is in, and the owner frees
  * no page while it stands, so the page record read after it is live. */
 void mia_free_remote_list(mia_page_t *page, mia_block_t *first, mia_block_t *last, uint32_t n) {
+  /* an unowned page (an exited thread's, a deleted heap's) is looked at
+   * again only by a scan this push may have to schedule; read before the
+   * push, while the page surely lives: once its last block is in, a scan
+   * may free the page and give its segment back */
+  mia_subproc_t *orphan_of = (mia_page_free_key(page) & ~(uintptr_t)MIA_PAGE_FLAG_MASK) == 0
+                                 ? mia_segment_of_page(page)->subproc : NULL;
   uintptr_t old = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
   /* the new head, and n more in the count (which never reaches the state
    * bits: a page holds at most 8192 blocks) */
@@ -426,6 +442,10 @@ void mia_free_remote_list(mia_page_t *page, mia_block_t *first, mia_block_t *las
     word = add + ((high & ~MIA_TF_FULL) | ((high & MIA_TF_FULL) << 1));   /* FULL becomes QUEUED */
   } while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &old, word,
                                                   memory_order_acq_rel, memory_order_relaxed));
+  if (mia_unlikely(orphan_of != NULL)) {
+    mia_free_remote_unowned(page, old, orphan_of);
+    return;
+  }
   /* already on the list (QUEUED kept), or not parked: nothing to tell */
   if ((old & MIA_TF_FULL) == 0 || (old & MIA_TF_QUEUED) != 0) return;
   mia_free_remote_notify(page);

@@ -107,13 +107,13 @@ void mia_purge_pending_add(size_t dirty_bytes) {
   atomic_fetch_add(&mia_purge_pending, dirty_bytes);
 }
 
-/* Called without locks held (starting the thread may allocate). */
-void mia_purge_poke(void) {
+/* Wakes the thread, or starts it where enough waits (or start_anyway). */
+static void mia_purge_poke_for(bool start_anyway) {
   /* bumped before the state is read: see mia_purge_thread_may_exit */
   atomic_fetch_add(&mia_purge_wakeups, 1);
   if (atomic_load(&mia_purge_state) == 0) {
-    if (atomic_load(&mia_purge_pending) < MIA_PURGE_THREAD_MIN || mia_option_get_fast(mi_option_purge_thread) == 0 ||
-        mia_option_get_fast(mi_option_purge_delay) < 0)
+    if ((!start_anyway && atomic_load(&mia_purge_pending) < MIA_PURGE_THREAD_MIN) ||
+        mia_option_get_fast(mi_option_purge_thread) == 0 || mia_option_get_fast(mi_option_purge_delay) < 0)
       return;
     mia_purge_thread_start();
     return;
@@ -124,6 +124,23 @@ void mia_purge_poke(void) {
    * seq_cst on both sides: either the thread sees the bumped counter and
    * does not sleep, or we see its idle flag. */
   if (atomic_load(&mia_purge_idle)) mia_prim_futex_wake((int *)&mia_purge_wakeups, 1);
+}
+
+/* Called without locks held (starting the thread may allocate). */
+void mia_purge_poke(void) { mia_purge_poke_for(false); }
+
+/* A free into an abandoned segment scheduled a scan (segment.c).  What the
+ * scan may give back is counted nowhere until then, so the thread is
+ * started for it where the segments that exited threads left and nobody
+ * took over (or gave back) add up to the threshold: a program whose
+ * workers finished and whose main thread freed their results and went
+ * idle kept all of that resident. */
+void mia_purge_poke_orphans(void) {
+  const mia_stats_t *s = &mia_stats_global;
+  int64_t left = __atomic_load_n(&s->abandoned_segments, __ATOMIC_RELAXED) -
+                 __atomic_load_n(&s->reclaimed_segments, __ATOMIC_RELAXED) -
+                 __atomic_load_n(&s->released_segments, __ATOMIC_RELAXED);
+  mia_purge_poke_for(left * (int64_t)MIA_SEGMENT_SIZE >= (int64_t)MIA_PURGE_THREAD_MIN);
 }
 
 /* Called (without locks held) after dirty memory was added to an arena. */

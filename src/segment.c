@@ -769,6 +769,85 @@ uint64_t mia_abandoned_purge(mia_subproc_t *sp, uint64_t now, bool force) {
   return next;
 }
 
+/* Put a chain of abandoned segments back at the end of the list, so that
+ * the next look starts with others. */
+static void abandoned_append(mia_subproc_t *sp, mia_segment_t *chain) {
+  mia_lock(&sp->lock);
+  mia_segment_t **end = &sp->abandoned;
+  while (*end != NULL) end = &(*end)->next;
+  __atomic_store_n(end, chain, __ATOMIC_RELAXED);
+  mia_unlock(&sp->lock);
+}
+
+/* A thread freed blocks into a page nobody owns (an exited thread's, a
+ * deleted heap's).  Nobody looks at such a page until a thread adopts its
+ * segment, and in a program whose threads have finished none ever does:
+ * the memory of blocks that outlived their thread and were freed by
+ * another stayed resident for good.  So the first such free after a scan
+ * schedules the next one, an arena purge delay later (mia_abandoned_scan_due).
+ * Only sp is read here: after the push the page may be freed already. */
+void mia_abandoned_freed_into(mia_subproc_t *sp) {
+  /* pairs with the fence in mia_abandoned_scan_due: either this load sees
+   * the scan's reset, and schedules the next, or the scan's collect sees
+   * the blocks just pushed */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&sp->orphans_due, memory_order_relaxed) != 0) return;
+  uint64_t delay = mia_purge_delay_arena();
+  if (delay == UINT64_MAX) return;
+  uint64_t none = 0, due = mia_prim_clock_ms() + delay;
+  if (atomic_compare_exchange_strong(&sp->orphans_due, &none, due != 0 ? due : 1)) mia_purge_poke_orphans();
+}
+
+/* Free the pages of an abandoned segment (held alone by the caller) whose
+ * blocks have all been freed.  A segment left with none goes back to its
+ * arena (true); the others' freed slices are purged now: the segment
+ * waits for an adopter, which faults in only what its pages use. */
+static bool abandoned_give_back(mia_segment_t *seg, bool lazy, uint64_t now) {
+  size_t noted = mia_segment_free_dirty(seg);   /* pending since the thread left (mia_abandoned_note) */
+  bool freed = false;
+  size_t idx = 1;
+  mia_page_t *page;
+  while ((page = mia_segment_next_page(seg, &idx)) != NULL) {
+    /* a page still claimed for its last owner's remote list stays: that list may point at it */
+    if (!mia_page_collect_unowned(page) || mia_page_queued(page)) continue;
+    segment_page_unlink(seg, page);
+    freed = true;
+  }
+  if (!freed) return false;
+  mia_purge_done(noted);
+  if (seg->used_mask == 1) {
+    mia_segment_destroy(seg);   /* nothing left in it to destroy */
+    __atomic_fetch_add(&mia_stats_global.released_segments, 1, __ATOMIC_RELAXED);
+    return true;
+  }
+  mia_segment_purge(seg, lazy, true, now);
+  return false;
+}
+
+/* The scan mia_abandoned_freed_into scheduled, once it is due (force: if
+ * one is scheduled at all).  The list is taken whole, so the lock is held
+ * only to take it and to give back what stays; a thread that looks for a
+ * segment to adopt meanwhile claims a fresh one. */
+void mia_abandoned_scan_due(mia_subproc_t *sp, uint64_t now, bool force) {
+  uint64_t due = atomic_load_explicit(&sp->orphans_due, memory_order_relaxed);
+  if (due == 0 || (!force && now < due) || !atomic_compare_exchange_strong(&sp->orphans_due, &due, 0)) return;
+  atomic_thread_fence(memory_order_seq_cst);   /* see mia_abandoned_freed_into */
+  mia_lock(&sp->lock);
+  mia_segment_t *list = sp->abandoned;
+  __atomic_store_n(&sp->abandoned, NULL, __ATOMIC_RELAXED);
+  mia_unlock(&sp->lock);
+  bool lazy = mia_option_get_fast(mi_option_purge_decommits) == 0;
+  mia_segment_t *kept = NULL, **tail = &kept;
+  for (mia_segment_t *seg = list, *next; seg != NULL; seg = next) {
+    next = seg->next;
+    if (abandoned_give_back(seg, lazy, now)) continue;
+    *tail = seg;
+    tail = &seg->next;
+  }
+  *tail = NULL;
+  if (kept != NULL) abandoned_append(sp, kept);
+}
+
 /* The exiting thread's theap has already given back its empty pages; what
  * is left holds live blocks.  Unowned pages (free_key 0) send every free to
  * the atomic thread_free list until another thread reclaims the segment. */
@@ -901,16 +980,6 @@ static bool mia_segment_collect_unowned(mia_segment_t *seg) {
   mia_page_t *page;
   while ((page = mia_segment_next_page(seg, &idx)) != NULL) empty = mia_page_collect_unowned(page) && empty;
   return empty;
-}
-
-/* Put a chain of abandoned segments back at the end of the list, so that
- * the next look starts with others. */
-static void abandoned_append(mia_subproc_t *sp, mia_segment_t *chain) {
-  mia_lock(&sp->lock);
-  mia_segment_t **end = &sp->abandoned;
-  while (*end != NULL) end = &(*end)->next;
-  __atomic_store_n(end, chain, __ATOMIC_RELAXED);
-  mia_unlock(&sp->lock);
 }
 
 /* An abandoned segment of an exclusive arena on the main heap's list: the

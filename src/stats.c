@@ -34,9 +34,10 @@
  *                     never allocates is not counted.
  *   purges            madvise calls that returned memory, and their bytes
  *                     (segment.c for slices, arena.c for whole segments).
- *   abandoned_segments, reclaimed_segments
+ *   abandoned_segments, reclaimed_segments, released_segments
  *                     segments with live blocks left by an exiting thread,
- *                     and taken over later by another (segment.c).
+ *                     taken over later by another, or given back to their
+ *                     arena once other threads freed those blocks (segment.c).
  *   foreign_frees     free/realloc of a pointer mialloc does not own (free.c).
  *   errors            error reports (output.c): each call of the error
  *                     callback, whether or not a message was printed.
@@ -154,7 +155,7 @@ mia_export void mi_stats_reset(void) {
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) mia_stat_count_reset(counts[i]);
   for (size_t b = 0; b <= MIA_BIN_HUGE; b++) mia_stat_count_reset(&s->bins[b]);
   int64_t *events[] = {&s->purges, &s->purged_bytes, &s->reclaimed_segments,
-                       &s->abandoned_segments, &s->foreign_frees, &s->errors};
+                       &s->abandoned_segments, &s->released_segments, &s->foreign_frees, &s->errors};
   for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
     __atomic_store_n(events[i], 0, __ATOMIC_RELAXED);
 }
@@ -251,8 +252,8 @@ mia_export void mi_stats_print_out(mi_output_fun *out, void *arg) {
   mia_print_count(out, arg, "threads", &s.threads);
   mia_fmt_size(a, sizeof a, s.purged_bytes);
   mia_output_to(out, arg, "  %-16s %lld (%s returned to the OS)\n", "purges", (long long)s.purges, a);
-  mia_output_to(out, arg, "  %-16s %lld segments abandoned, %lld reclaimed\n", "exited threads",
-                (long long)s.abandoned_segments, (long long)s.reclaimed_segments);
+  mia_output_to(out, arg, "  %-16s %lld segments abandoned, %lld reclaimed, %lld given back\n", "exited threads",
+                (long long)s.abandoned_segments, (long long)s.reclaimed_segments, (long long)s.released_segments);
   mia_output_to(out, arg, "  %-16s %lld\n", "foreign frees", (long long)s.foreign_frees);
   mia_output_to(out, arg, "  %-16s %lld\n", "errors", (long long)s.errors);
   mia_output_to(out, arg, "pages per size class (classes that had a page):\n");
@@ -325,10 +326,10 @@ static void mia_stats_json(mia_json_t *j, const mia_stats_t *s, const mia_procin
   mia_json_count(j, "threads", &s->threads, true, ", ");
   mia_json_put(j, "\"purges\": {\"count\": %lld, \"bytes\": %lld}, ", (long long)s->purges,
                (long long)s->purged_bytes);
-  mia_json_put(j, "\"abandoned_segments\": %lld, \"reclaimed_segments\": %lld, "
+  mia_json_put(j, "\"abandoned_segments\": %lld, \"reclaimed_segments\": %lld, \"released_segments\": %lld, "
                "\"foreign_frees\": %lld, \"errors\": %lld, ",
                (long long)s->abandoned_segments, (long long)s->reclaimed_segments,
-               (long long)s->foreign_frees, (long long)s->errors);
+               (long long)s->released_segments, (long long)s->foreign_frees, (long long)s->errors);
   mia_json_put(j, "\"bins\": [");
   bool first = true;
   for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++) {

@@ -147,6 +147,7 @@ static void mia_subproc_destroy_leftovers(mia_subproc_t *sp) {
   mia_segment_t *ab = sp->abandoned;
   sp->abandoned = NULL;
   sp->abandoned_purge_at = 0;
+  atomic_store(&sp->orphans_due, 0);
   mia_unlock(&sp->lock);
   mia_lock(&sp->heap_main.lock);
   mia_segment_t *huge = sp->heap_main.huge;

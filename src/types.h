@@ -252,6 +252,7 @@ typedef struct mia_stats_s {
   int64_t purged_bytes;
   int64_t reclaimed_segments;
   int64_t abandoned_segments;
+  int64_t released_segments;      /* abandoned ones given back once other threads freed their blocks */
   int64_t foreign_frees;
   int64_t errors;                 /* errors reported (error callback calls) */
 } mia_stats_t;
@@ -313,6 +314,7 @@ struct mia_subproc_s {
   mia_arena_t *arenas;
   mia_segment_t *abandoned;
   uint64_t abandoned_purge_at;    /* ms: the earliest abandoned segment's free slices are due (0: none) */
+  _Atomic(uint64_t) orphans_due;  /* ms: scan the abandoned list for pages other threads' frees emptied (0: none freed into it since the last scan) */
   size_t arena_count;
   mia_lock_t heaps_lock;          /* guards heaps */
   mi_heap_t *heaps;               /* first-class heaps */

@@ -2,7 +2,7 @@
  * and medium blocks, free it all, mi_collect(true), and resident memory
  * must fall back to within a few MiB of where it started.  And without
  * mi_collect, in a program that frees and then does nothing, within
- * seconds. */
+ * seconds: also what exited threads left for it to free. */
 #include "mialloc.h"
 #include "../tap.h"
 #include "../rss.h"
@@ -97,9 +97,47 @@ static void idle_thread_gives_back(void) {
   TAP_OK(idle + (16u << 20) <= t.busy, "a live thread that went idle gives back what it freed within 5 s");
 }
 
+/* Worker threads allocate results, hand them to the main thread and
+ * exit; the main thread frees the results and goes idle.  The segments
+ * the workers left hold nothing live by then, but no thread is left to
+ * adopt them: they stayed resident for good. */
+#define HANDOFF_THREADS 4
+#define HANDOFF_BYTES (16u << 20)   /* per thread */
+#define HANDOFF_SIZE 700u
+
+static void *handoff_worker(void *arg) {
+  void **out = arg;
+  for (size_t i = 0; i < HANDOFF_BYTES / HANDOFF_SIZE; i++) {
+    out[i] = malloc(HANDOFF_SIZE);
+    if (out[i] != NULL) memset(out[i], 0x2e, HANDOFF_SIZE);
+  }
+  return NULL;
+}
+
+static void idle_after_handoff(void) {
+  const size_t per_thread = HANDOFF_BYTES / HANDOFF_SIZE;
+  void **results = mi_calloc(HANDOFF_THREADS * per_thread, sizeof(void *));
+  pthread_t threads[HANDOFF_THREADS];
+  int started = 0;
+  for (int i = 0; results != NULL && i < HANDOFF_THREADS; i++)
+    if (pthread_create(&threads[i], NULL, handoff_worker, results + (size_t)i * per_thread) == 0) started++;
+  for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+  size_t got = 0;
+  for (size_t i = 0; results != NULL && i < HANDOFF_THREADS * per_thread; i++) got += results[i] != NULL;
+  TAP_OK(started == HANDOFF_THREADS && got == HANDOFF_THREADS * per_thread,
+         "%d threads allocated %zu results and exited", started, got);
+  size_t busy = rss_bytes();
+  for (size_t i = 0; results != NULL && i < HANDOFF_THREADS * per_thread; i++) free(results[i]);
+  size_t idle = rss_after_idling(busy, 48u << 20);
+  tap_diag("rss with the results live %zu KiB, after freeing them and idling %zu KiB", busy >> 10, idle >> 10);
+  TAP_OK(idle + (48u << 20) <= busy, "what exited threads allocated and another freed goes back within 5 s");
+  mi_free(results);
+}
+
 int main(void) {
   idle_after_small_blocks();
   idle_thread_gives_back();
+  idle_after_handoff();
   const size_t total = 1u << 30;
   size_t count = 0, bytes = 0;
   size_t cap = 4u << 20;

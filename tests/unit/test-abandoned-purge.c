@@ -9,25 +9,12 @@
 #include "internal.h"
 #include "tls.h"
 #include "../tap.h"
+#include "../abandoned.h"
 
 #include <pthread.h>
-#include <sys/mman.h>
-#include <time.h>
-#include <unistd.h>
 
 #define DELAY_MS 200
 #define BLOCKS 400   /* about a dozen pages */
-
-static mia_segment_t *segment_of(void *p) {
-  mia_page_t *page = mia_page_of(p);
-  return page != NULL ? mia_segment_of_page(page) : NULL;
-}
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
 
 /* Fill pages, keep the last block (in *arg), free the rest and exit. */
 static void *thread_fill(void *arg) {
@@ -45,19 +32,6 @@ static void *thread_fill(void *arg) {
 static uint8_t *free_dirty_slice(const mia_segment_t *seg) {
   uint64_t m = seg->dirty_mask & ~seg->used_mask;
   return m != 0 ? (uint8_t *)seg + (size_t)__builtin_ctzll(m) * MIA_SLICE_SIZE : NULL;
-}
-
-static bool resident(const void *p) {
-  unsigned char v = 0;
-  return mincore((void *)((uintptr_t)p & ~(uintptr_t)(sysconf(_SC_PAGESIZE) - 1)), 1, &v) == 0 && (v & 1);
-}
-
-static bool on_abandoned_list(mia_subproc_t *sp, const mia_segment_t *seg) {
-  bool found = false;
-  mia_lock(&sp->lock);
-  for (mia_segment_t *s = sp->abandoned; s != NULL && !found; s = s->next) found = s == seg;
-  mia_unlock(&sp->lock);
-  return found;
 }
 
 int main(void) {
