@@ -8,7 +8,8 @@
 # (tests/stress/test-profile-detach); nor while the purge thread purges
 # the free slices of threads that went idle (tests/stress/test-idle-purge),
 # nor while it serves other sub-processes and one is destroyed under it
-# (tests/stress/test-subproc-purge).
+# (tests/stress/test-subproc-purge), nor while scans free the pages of
+# exited threads that other threads' frees empty (tests/stress/test-abandoned-race).
 # Other builds: skipped (the plan says why).
 b=${MIALLOC_BUILDDIR:-.}
 if ! grep -q '^#define MIALLOC_TSAN 1' "$b/config.h" 2>/dev/null; then
@@ -49,4 +50,6 @@ prog="$b/tests/stress/test-idle-purge"
 check "the purge thread purging idle threads' free slices while they come back: no data race reported" TSAN_OPTIONS=exitcode=66
 prog="$b/tests/stress/test-subproc-purge"
 check "the purge thread serving every sub-process while one is destroyed: no data race reported" TSAN_OPTIONS=exitcode=66
+prog="$b/tests/stress/test-abandoned-race"
+check "scans freeing exited threads' emptied pages while others free into them and adopt them: no data race reported" TSAN_OPTIONS=exitcode=66
 echo "1..$n"
