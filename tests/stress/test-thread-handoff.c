@@ -41,7 +41,8 @@ static void *one_block(void *arg) {
  * have all been freed since its thread exited goes back to its arena
  * (mia_abandoned_scan_due), and the statistic counts it whole from there,
  * also once a thread claims it again, where only the few slices it
- * touched are resident (16 MiB more after 3000 threads, 1 run in 2). */
+ * touched are resident (16 MiB more after 3000 threads in one CI run of
+ * the secure build). */
 static size_t resident(void) { return rss_bytes(); }
 
 int main(void) {
