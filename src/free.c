@@ -87,18 +87,34 @@ static inline bool mia_remote_batchable(const mia_page_t *page, uintptr_t owner)
          (heap == NULL || heap == &mia_subproc_main.heap_main);
 }
 
-/* Untag the batch's links (their lines are this thread's by now), then
- * push it in one go. */
+/* Take the batch out of its slot, untag its links (their lines are this
+ * thread's by now) and push it in one go.  Out of the slot first: the push
+ * into a page nobody owns may start the purge thread, whose set-up
+ * allocates on this thread, and an allocation that sets up a page flushes
+ * every batch (mia_page_fresh).  Pushed twice, the blocks came back twice:
+ * a page's count of blocks in use wrapped and its list looped. */
 static inline void mia_remote_push_batch(mia_tld_t *tld, size_t i) {
   mia_remote_batch_t *batch = &tld->remote_batch[i];
-  for (mia_block_t *b = batch->first; b != batch->last;) {
-    b->next = (mia_block_t *)((uintptr_t)b->next & ~MIA_BATCHED_LINK_TAG);
-    b = b->next;
-  }
-  mia_free_remote_list(batch->page, batch->first, batch->last, batch->count);
+  mia_page_t *page = batch->page;
+  mia_block_t *first = batch->first, *last = batch->last;
+  uint32_t count = batch->count;
   batch->page = NULL;
   batch->count = 0;
   tld->remote_waiting[i / 64] &= ~((uint64_t)1 << (i % 64));
+  for (mia_block_t *b = first; b != last;) {
+    b->next = (mia_block_t *)((uintptr_t)b->next & ~MIA_BATCHED_LINK_TAG);
+    b = b->next;
+  }
+  mia_free_remote_list(page, first, last, count);
+}
+
+/* Empty slot i for page: push what another page's batch holds there.
+ * Pushing may allocate (mia_remote_push_batch), and a free in there may
+ * fill the slot again. */
+static mia_noinline void mia_remote_batch_vacate(mia_tld_t *tld, size_t i, const mia_page_t *page) {
+  mia_remote_batch_t *batch = &tld->remote_batch[i];
+  do mia_remote_push_batch(tld, i);
+  while (batch->page != NULL && batch->page != page);
 }
 
 static void mia_free_remote_batched(mia_page_t *page, mia_block_t *block, uintptr_t owner) {
@@ -114,11 +130,11 @@ static void mia_free_remote_batched(mia_page_t *page, mia_block_t *block, uintpt
   size_t i = key % MIA_REMOTE_BATCH;
   mia_remote_batch_t *batch = &tld->remote_batch[i];
   mia_block_set_free_mark(block);
+  if (mia_unlikely(batch->page != page && batch->page != NULL)) mia_remote_batch_vacate(tld, i, page);
   if (batch->page == page) {
     block->next = (mia_block_t *)((uintptr_t)batch->first | MIA_BATCHED_LINK_TAG);
     batch->first = block;
   } else {
-    if (batch->page != NULL) mia_remote_push_batch(tld, i);
     size_t limit = MIA_REMOTE_BATCH_BYTES / page->block_size;
     block->next = (mia_block_t *)((uintptr_t)block | MIA_BATCHED_LINK_TAG);
     batch->page = page;
