@@ -812,6 +812,7 @@ void mia_purge_schedule(size_t dirty_bytes);
 void mia_purge_pending_add(size_t dirty_bytes);
 void mia_purge_poke(void);
 void mia_purge_poke_orphans(void);
+void mia_purge_start_deferred_run(mia_tld_t *tld);
 void mia_purge_done(size_t purged_bytes);
 void mia_purge_fork_child(void);
 uint64_t mia_arenas_next_purge(mia_subproc_t *sp);

@@ -14,6 +14,7 @@
  * namespace); the next 16 MiB starts a new one.
  */
 #include "internal.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -107,6 +108,36 @@ void mia_purge_pending_add(size_t dirty_bytes) {
   atomic_fetch_add(&mia_purge_pending, dirty_bytes);
 }
 
+/* A thread inside one of its segment operations (segment.c's tld_enter)
+ * must not start the purge thread: pthread_create allocates on it, and
+ * that allocation found the state half updated.  A scan of the abandoned
+ * segments, run from the purge pass of a thread adopting a segment, started
+ * it there, and the page the allocation set up in the segment being
+ * adopted was queued twice (its bin's list looped; the thread spun at
+ * exit).  The start waits for the thread's outermost tld_leave
+ * (mia_purge_start_deferred_run).  1: a plain poke, 2: for orphans. */
+static bool mia_purge_start_deferred(bool start_anyway) {
+  mia_theap_t *theap = mia_theap_get();
+  if (theap == &mia_theap_empty) return false;
+  mia_tld_t *thread = theap->tld->thread_tld;
+  bool inside = thread->segment_lock_depth > 0;
+  for (mia_theap_t *t = thread->heap_theaps; !inside && t != NULL; t = t->tld_next) inside = t->tld->segment_lock_depth > 0;
+  if (!inside) return false;
+  uint8_t want = start_anyway ? 2 : 1;
+  if (thread->purge_start_later < want) thread->purge_start_later = want;
+  return true;
+}
+
+/* Called by tld_leave once tld, the calling thread's own, is left. */
+void mia_purge_start_deferred_run(mia_tld_t *tld) {
+  mia_theap_t *theap = mia_theap_get();
+  if (tld->purge_start_later == 0 || theap == &mia_theap_empty || theap->tld->thread_tld != tld) return;
+  uint8_t want = tld->purge_start_later;
+  tld->purge_start_later = 0;
+  if (want == 2) mia_purge_poke_orphans();
+  else mia_purge_poke();
+}
+
 /* Wakes the thread, or starts it where enough waits (or start_anyway). */
 static void mia_purge_poke_for(bool start_anyway) {
   /* bumped before the state is read: see mia_purge_thread_may_exit */
@@ -115,6 +146,7 @@ static void mia_purge_poke_for(bool start_anyway) {
     if ((!start_anyway && atomic_load(&mia_purge_pending) < MIA_PURGE_THREAD_MIN) ||
         mia_option_get_fast(mi_option_purge_thread) == 0 || mia_option_get_fast(mi_option_purge_delay) < 0)
       return;
+    if (mia_purge_start_deferred(start_anyway)) return;
     mia_purge_thread_start();
     return;
   }

@@ -26,6 +26,7 @@ static void tld_leave(mia_tld_t *tld) {
   tld->purge_poke = false;
   mia_unlock(&tld->segment_lock);
   if (poke) mia_purge_poke();
+  if (tld->purge_start_later != 0) mia_purge_start_deferred_run(tld);
 }
 
 /* The purge thread's pending bytes count a thread segment's free dirty

@@ -217,6 +217,7 @@ struct mia_tld_s {
   mia_lock_t segment_lock;
   uint32_t segment_lock_depth;
   bool purge_poke;               /* pending bytes grew: poke the purge thread once unlocked */
+  uint8_t purge_start_later;     /* thread tld only: a start waits for its outermost leave (purge.c) */
   struct mia_tld_s *live_next;   /* every tld in use (init.c), for the purge thread */
   struct mia_tld_s *live_prev;
   uint32_t prof_calls;           /* thread tld only: profiler callbacks this thread is inside */
