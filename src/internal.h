@@ -558,6 +558,8 @@ void mia_abandoned_freed_into(mia_subproc_t *sp);
 void mia_abandoned_scan_due(mia_subproc_t *sp, uint64_t now, bool force);
 uint64_t mia_purge_delay_arena(void);
 void mia_segment_page_free(mia_page_t *page);
+void mia_segment_ops_begin(mia_tld_t *tld);
+void mia_segment_ops_end(mia_tld_t *tld);
 mia_page_t *mia_huge_page_alloc(mi_heap_t *heap, size_t size, size_t alignment);
 void mia_huge_page_free(mia_page_t *page);
 void mia_huge_release(mia_page_t *page);

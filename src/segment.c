@@ -457,6 +457,12 @@ static void segment_page_free_held(mia_page_t *page) {
   pending_update(seg);
 }
 
+/* For a caller's walk that frees pages one by one while it holds the next
+ * (theap.c): a purge-thread start asked for on the way waits for the walk's
+ * end, when no page is held (see tld_leave). */
+void mia_segment_ops_begin(mia_tld_t *tld) { tld_enter(tld); }
+void mia_segment_ops_end(mia_tld_t *tld) { tld_leave(tld); }
+
 void mia_segment_page_free(mia_page_t *page) {
   mia_tld_t *tld = mia_segment_of_page(page)->tld;
   tld_enter(tld);

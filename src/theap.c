@@ -435,8 +435,13 @@ void mia_page_retire(mia_page_t *page) {
   mia_theap_page_free(theap, page);
 }
 
-/* Collect every page; free the empty ones (all of them when force). */
+/* Collect every page; free the empty ones (all of them when force).
+ * One segment operation as a whole: a page freed may start the purge
+ * thread, whose pthread_create allocates here, and that allocation may
+ * give back the page the walk holds as next (mia_theap_free_idle), which
+ * the walk would then free again, or move it to the full list. */
 static void mia_theap_free_empty_pages(mia_theap_t *theap, bool force) {
+  mia_segment_ops_begin(theap->tld);
   mia_theap_process_remote(theap);
   for (size_t bin = 1; bin <= MIA_BIN_COUNT; bin++) {
     mia_page_t *page = theap->pages[bin].first;
@@ -463,6 +468,7 @@ static void mia_theap_free_empty_pages(mia_theap_t *theap, bool force) {
     }
     page = next;
   }
+  mia_segment_ops_end(theap->tld);
 }
 
 void mia_theap_reset_queues(mia_theap_t *theap) {
