@@ -78,6 +78,13 @@ mia_tld_t *mia_thread_data_alloc(void) {
   return td == NULL ? NULL : &td->tld;
 }
 
+/* What a tld gathered for the process-wide counts (stats.c, segment.c),
+ * once nobody writes them any more. */
+static void mia_tld_flush_counts(mia_tld_t *tld) {
+  mia_stat_local_flush_all(&tld->stat_local);
+  mia_segments_pending_flush(tld);
+}
+
 static void mia_td_unlink(mia_tld_t *tld) {
   if (tld->live_prev == NULL && mia_td_live != tld) return;   /* unlinked in a forked child */
   if (tld->live_prev != NULL) tld->live_prev->live_next = tld->live_next;
@@ -90,6 +97,9 @@ static void mia_td_unlink(mia_tld_t *tld) {
  * pointer of a page whose owner just exited (see page.c). */
 void mia_thread_data_free(mia_tld_t *tld) {
   mia_lock(&mia_td_lock);
+  /* under the lock: a reader summing the live tlds sees these counts either
+   * here or in the process-wide ones, never in both */
+  mia_tld_flush_counts(tld);
   mia_td_unlink(tld);
   tld->next_free = mia_td_free;
   mia_td_free = tld;
@@ -111,6 +121,13 @@ uint64_t mia_tlds_purge_overdue(uint64_t now, uint64_t grace) {
   return next;
 }
 
+/* The page statistics every live tld still gathers, added to sum. */
+void mia_tlds_stat_sum(mia_stat_local_t *sum) {
+  mia_lock(&mia_td_lock);
+  for (mia_tld_t *tld = mia_td_live; tld != NULL; tld = tld->live_next) mia_stat_local_sum(sum, &tld->stat_local);
+  mia_unlock(&mia_td_lock);
+}
+
 /* The child has only the forking thread: the other threads' tlds have no
  * owner left, and one may be half updated, so they leave the list and the
  * purge thread leaves their memory as it is.  Not when the forking thread
@@ -121,7 +138,10 @@ static void mia_tlds_fork_child(void) {
   mia_tld_t *mine = theap == &mia_theap_empty ? NULL : theap->tld->thread_tld;
   for (mia_tld_t *tld = mia_td_live, *next; tld != NULL; tld = next) {
     next = tld->live_next;
-    if (tld->thread_tld != mine || mine == NULL) mia_td_unlink(tld);
+    if (tld->thread_tld != mine || mine == NULL) {
+      mia_tld_flush_counts(tld);
+      mia_td_unlink(tld);
+    }
   }
 }
 
@@ -353,14 +373,15 @@ mia_export void mi_thread_set_in_threadpool(void) {}
 /* ---- the deferred-free callback: the program may free its own cached
  * memory when we are about to ask for more ---- */
 static mia_callback_t mia_deferred_cb;
-static _Atomic(unsigned long long) mia_heartbeat;
 
 mia_export void mi_register_deferred_free(mi_deferred_free_fun *fun, void *arg) {
   mia_callback_set(&mia_deferred_cb, (mia_callback_fun *)fun, arg);
 }
 
 void mia_deferred_free(mia_theap_t *theap, bool force) {
-  unsigned long long beat = atomic_fetch_add(&mia_heartbeat, 1) + 1;
+  /* per thread, as mimalloc's: a process-wide counter was one more cache
+   * line that every thread's fresh pages wrote (bench/pagechurn) */
+  unsigned long long beat = ++theap->tld->thread_tld->heartbeat;
   /* every fresh page comes here: most programs never register one */
   if (mia_callback_never_set(&mia_deferred_cb) || theap->in_deferred) return;
   void *arg;

@@ -823,6 +823,10 @@ uint64_t mia_arenas_next_purge(mia_subproc_t *sp);
 extern mia_stats_t mia_stats_global;
 void mia_stat_add(mia_stat_count_t *c, int64_t amount);
 void mia_stat_page(const mia_page_t *page, int delta);   /* a page given to / taken from a theap */
+void mia_stat_local_flush_all(mia_stat_local_t *local);   /* a tld that is done */
+void mia_stat_local_sum(mia_stat_local_t *sum, const mia_stat_local_t *local);
+void mia_tlds_stat_sum(mia_stat_local_t *sum);   /* init.c: every live tld's, added up */
+void mia_segments_pending_flush(mia_tld_t *tld);   /* segment.c: a tld that is done */
 void mia_stat_huge(int64_t bytes, int blocks);           /* huge spans: allocated, grown, freed */
 void mia_stat_commit(int64_t bytes);                     /* memory newly touched (+) or handed on (-) */
 void mia_stat_purge(size_t bytes);                       /* memory purged (one madvise) */

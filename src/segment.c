@@ -31,16 +31,47 @@ static void tld_leave(mia_tld_t *tld) {
 
 /* The purge thread's pending bytes count a thread segment's free dirty
  * slices while a purge is scheduled for them, so that an idle thread's
- * freed memory starts the purge thread as freed segments do. */
+ * freed memory starts the purge thread as freed segments do.
+ *
+ * Every page a thread takes and gives back changes them, and one count
+ * that every thread updates is a cache line they take from each other
+ * (bench/pagechurn; doc/design.md, "Statistics").  So the segment's tld
+ * gathers the change (under its segment lock, as the masks) and passes
+ * it on a step at a time.  The count may lag by a step per tld; it only
+ * decides when the purge thread starts. */
+#define MIA_PENDING_STEP ((int64_t)(16 * MIA_SLICE_SIZE))
+
+static void pending_pass_on(mia_tld_t *tld) {
+  int64_t bytes = tld->purge_pending;
+  tld->purge_pending = 0;
+  if (bytes < 0) {
+    mia_purge_done((size_t)-bytes);
+  } else if (bytes > 0) {
+    /* only owners add (a purge only takes away): their tld_leave pokes */
+    mia_purge_pending_add((size_t)bytes);
+    tld->purge_poke = true;
+  }
+}
+
 static void pending_set(mia_segment_t *seg, uint64_t mask) {
   uint64_t added = mask & ~seg->pending_mask, gone = seg->pending_mask & ~mask;
   seg->pending_mask = mask;
-  if (gone != 0) mia_purge_done((size_t)__builtin_popcountll(gone) * MIA_SLICE_SIZE);
-  if (added != 0) {
-    /* only owners add (a purge only takes away): their tld_leave pokes */
-    mia_purge_pending_add((size_t)__builtin_popcountll(added) * MIA_SLICE_SIZE);
-    seg->tld->purge_poke = true;
+  if ((added | gone) == 0) return;
+  int64_t bytes = ((int64_t)__builtin_popcountll(added) - (int64_t)__builtin_popcountll(gone)) * (int64_t)MIA_SLICE_SIZE;
+  mia_tld_t *tld = seg->tld;
+  if (tld == NULL) {   /* a segment destroyed (mia_segment_destroy): only takes away */
+    mia_purge_done(bytes < 0 ? (size_t)-bytes : 0);
+    return;
   }
+  tld->purge_pending += bytes;
+  if (tld->purge_pending >= MIA_PENDING_STEP || tld->purge_pending <= -MIA_PENDING_STEP) pending_pass_on(tld);
+}
+
+/* A tld that is done (mia_thread_data_free, or a forked child's tld of a
+ * thread it does not have) passes on what it gathered. */
+void mia_segments_pending_flush(mia_tld_t *tld) {
+  pending_pass_on(tld);
+  tld->purge_poke = false;
 }
 
 static void pending_update(mia_segment_t *seg) {

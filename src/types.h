@@ -200,6 +200,26 @@ typedef struct mia_remote_batch_s {
  * theap.  Each thread has one for its sub-process's main heap (the "thread
  * tld", which also lists the others) and one per first-class heap it uses,
  * so a heap's memory can be destroyed without touching another heap's. */
+/* A statistic with a current value, its highest value, and the sum of all
+ * increases (for counts: how many were ever made). */
+typedef struct mia_stat_count_s {
+  int64_t current;
+  int64_t peak;
+  int64_t total;
+} mia_stat_count_t;
+
+/* A thread's change to a page statistic not yet added to the process-wide
+ * one (stats.c): its current value and its increases. */
+typedef struct mia_stat_delta_s {
+  int64_t current;
+  int64_t total;
+} mia_stat_delta_t;
+
+typedef struct mia_stat_local_s {
+  mia_stat_delta_t pages, in_use;
+  mia_stat_delta_t bins[MIA_BIN_HUGE + 1];
+} mia_stat_local_t;
+
 struct mia_tld_s {
   mia_theap_t *theap_default;
   mi_heap_t *heap;
@@ -221,6 +241,9 @@ struct mia_tld_s {
   struct mia_tld_s *live_next;   /* every tld in use (init.c), for the purge thread */
   struct mia_tld_s *live_prev;
   uint32_t prof_calls;           /* thread tld only: profiler callbacks this thread is inside */
+  unsigned long long heartbeat;  /* thread tld only: fresh pages and collects (mi_register_deferred_free) */
+  int64_t purge_pending;         /* pending_set's bytes not yet in purge.c's count (segment.c) */
+  mia_stat_local_t stat_local;   /* thread tld only: written by its thread alone (stats.c) */
   bool is_done;
 #if MIA_REMOTE_BATCH
   mia_remote_batch_t remote_batch[MIA_REMOTE_BATCH];  /* thread tld only */
@@ -228,13 +251,6 @@ struct mia_tld_s {
 #endif
 };
 
-/* A statistic with a current value, its highest value, and the sum of all
- * increases (for counts: how many were ever made). */
-typedef struct mia_stat_count_s {
-  int64_t current;
-  int64_t peak;
-  int64_t total;
-} mia_stat_count_t;
 
 /* Process-wide statistics, updated atomically and only on slow paths (see
  * stats.c for where each one is counted and what it means exactly). */

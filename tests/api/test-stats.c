@@ -61,6 +61,26 @@ static void *leave_block(void *arg) {
   return NULL;
 }
 
+/* A thread that takes pages and waits, while they are still below the
+ * count its thread gathers before adding them to the process's. */
+typedef struct {
+  pthread_barrier_t allocated, looked, freed;
+  size_t n, size;
+} gather_arg_t;
+
+static void *gather_pages(void *arg) {
+  gather_arg_t *g = arg;
+  void **blocks = malloc(g->n * sizeof *blocks);
+  for (size_t i = 0; i < g->n; i++) blocks[i] = malloc(g->size);
+  pthread_barrier_wait(&g->allocated);
+  pthread_barrier_wait(&g->looked);
+  for (size_t i = 0; i < g->n; i++) free(blocks[i]);
+  free(blocks);
+  mi_collect(true);   /* its emptied current page goes back too */
+  pthread_barrier_wait(&g->freed);
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "json") == 0) {
     void *keep = malloc(100000);
@@ -205,6 +225,50 @@ int main(int argc, char **argv) {
          num(j4, "reclaimed_segments") - num(j3, "reclaimed_segments"));
   TAP_OK(bin_pages(j4, mi_good_size(5000), "current") == 0,
          "the reclaimed empty page is counted off (no page left in its bin)");
+
+  /* ---- pages a live thread took, not yet added to the process's counts ---- */
+  {
+    /* 10 pages: below the 32 a thread gathers (src/stats.c) */
+#if MIALLOC_SECURE
+    size_t per = (SLICE - (size_t)sysconf(_SC_PAGESIZE)) / 1024;
+#else
+    size_t per = SLICE / 1024;
+#endif
+    gather_arg_t g = {.n = 10 * per, .size = 1000};
+    pthread_barrier_init(&g.allocated, NULL, 2);
+    pthread_barrier_init(&g.looked, NULL, 2);
+    pthread_barrier_init(&g.freed, NULL, 2);
+    char *before = stats_json();
+    pthread_t gt;
+    pthread_create(&gt, NULL, gather_pages, &g);
+    pthread_barrier_wait(&g.allocated);
+    char *during = stats_json();
+    pthread_barrier_wait(&g.looked);
+    pthread_barrier_wait(&g.freed);
+    char *after = stats_json();
+    pthread_join(gt, NULL);
+    char *joined = stats_json();
+    double grew = num(during, "pages.current") - num(before, "pages.current");
+    TAP_OK(grew >= 10 && grew <= 13, "another thread's 10 new pages show in pages.current while it runs (%.0f)", grew);
+    double grew_bytes = num(during, "in_use.current") - num(before, "in_use.current");
+    TAP_OK(grew_bytes >= 10.0 * SLICE && grew_bytes <= 13.0 * SLICE, "and in in_use.current (%.0f KiB)",
+           grew_bytes / KiB);
+    TAP_OK(bin_pages(during, 1024, "current") - bin_pages(before, 1024, "current") >= 10,
+           "and in their bin's count (%.0f)", bin_pages(during, 1024, "current") - bin_pages(before, 1024, "current"));
+    TAP_OK(num(during, "pages.peak") >= num(during, "pages.current"), "the peak read with them is not below them");
+    double left = num(after, "pages.current") - num(before, "pages.current");
+    TAP_OK(left <= 2, "freed, and the thread still running: the pages are off the count (%.0f left)", left);
+    double gone = num(joined, "pages.current") - num(before, "pages.current");
+    TAP_OK(gone <= 2 && num(joined, "in_use.current") <= num(before, "in_use.current") + 2.0 * SLICE,
+           "and after it exited (%.0f left)", gone);
+    pthread_barrier_destroy(&g.allocated);
+    pthread_barrier_destroy(&g.looked);
+    pthread_barrier_destroy(&g.freed);
+    mi_free(before);
+    mi_free(during);
+    mi_free(after);
+    mi_free(joined);
+  }
 
   /* ---- reset ---- */
   mi_stats_reset();
