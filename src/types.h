@@ -196,10 +196,6 @@ typedef struct mia_remote_batch_s {
   uint32_t limit;                /* push when count reaches it */
 } mia_remote_batch_t;
 
-/* A segment owner: the thread's segments for one heap, and that heap's
- * theap.  Each thread has one for its sub-process's main heap (the "thread
- * tld", which also lists the others) and one per first-class heap it uses,
- * so a heap's memory can be destroyed without touching another heap's. */
 /* A statistic with a current value, its highest value, and the sum of all
  * increases (for counts: how many were ever made). */
 typedef struct mia_stat_count_s {
@@ -220,6 +216,10 @@ typedef struct mia_stat_local_s {
   mia_stat_delta_t bins[MIA_BIN_HUGE + 1];
 } mia_stat_local_t;
 
+/* A segment owner: the thread's segments for one heap, and that heap's
+ * theap.  Each thread has one for its sub-process's main heap (the "thread
+ * tld", which also lists the others) and one per first-class heap it uses,
+ * so a heap's memory can be destroyed without touching another heap's. */
 struct mia_tld_s {
   mia_theap_t *theap_default;
   mi_heap_t *heap;
@@ -250,7 +250,6 @@ struct mia_tld_s {
   uint64_t remote_waiting[MIA_REMOTE_BATCH / 64];     /* which of them hold blocks */
 #endif
 };
-
 
 /* Process-wide statistics, updated atomically and only on slow paths (see
  * stats.c for where each one is counted and what it means exactly). */
