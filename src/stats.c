@@ -6,8 +6,10 @@
  * statistic.  The page counters (pages, bins, the pages' part of in_use)
  * are gathered per thread first and added here in steps (see "page
  * statistics" below); readers add what the threads still gather.  So the
- * numbers are exact for the whole process at any moment no thread is
- * inside the allocator, and mi_stats_merge has nothing to do.
+ * current values and totals are exact for the whole process at any moment
+ * no thread is inside the allocator (and so are the peaks, but for those
+ * page counters' with several threads: see below), and mi_stats_merge has
+ * nothing to do.
  *
  * What is counted, and where:
  *
@@ -80,42 +82,72 @@ static void mia_stat_inc(int64_t *counter, int64_t amount) {
  * them, with plain stores) and adds them to mia_stats_global once one
  * reaches a bound.  Readers add what the live threads still gather
  * (mia_stats_snapshot), so the counts stay exact whenever no thread is
- * inside the allocator; a peak is seen at those additions and reads, so
- * a rise and fall within the bounds between two of them is not. */
+ * inside the allocator.  For the peaks each change keeps its highest
+ * value since it was last added: the process's value plus that is the
+ * peak, exact with one thread; with several, readers add the threads'
+ * highs, which may overstate the peak by up to a bound per thread. */
 #define MIA_STAT_LOCAL_PAGES 32
 #define MIA_STAT_LOCAL_BYTES ((int64_t)2 * MIA_SEGMENT_SIZE)
 
+static uint32_t mia_stat_epoch;   /* mi_stats_reset's count: highs from before a reset are void */
+
 static int64_t mia_stat_read(const int64_t *v) { return __atomic_load_n(v, __ATOMIC_RELAXED); }
+static void mia_stat_write(int64_t *v, int64_t value) { __atomic_store_n(v, value, __ATOMIC_RELAXED); }
 
 static void mia_stat_local_add(mia_stat_delta_t *d, int64_t amount) {
-  __atomic_store_n(&d->current, mia_stat_read(&d->current) + amount, __ATOMIC_RELAXED);
-  if (amount > 0) __atomic_store_n(&d->total, mia_stat_read(&d->total) + amount, __ATOMIC_RELAXED);
+  int64_t now = d->current + amount;   /* only this thread writes it */
+  mia_stat_write(&d->current, now);
+  if (amount > 0) mia_stat_write(&d->total, d->total + amount);
+  if (now > d->high) mia_stat_write(&d->high, now);
+}
+
+/* d's high, or, when a reset came after it was gathered, its current
+ * value (the peak starts again from there, below 0 too) */
+static int64_t mia_stat_high(const mia_stat_delta_t *d, bool fresh) {
+  return mia_stat_read(fresh ? &d->high : &d->current);
+}
+
+static bool mia_stat_local_fresh(const mia_stat_local_t *local) {
+  return __atomic_load_n(&local->epoch, __ATOMIC_RELAXED) == __atomic_load_n(&mia_stat_epoch, __ATOMIC_RELAXED);
 }
 
 /* d into c; by d's writer, or for a tld nobody writes any more */
-static void mia_stat_fold(mia_stat_count_t *c, mia_stat_delta_t *d) {
+static void mia_stat_fold(mia_stat_count_t *c, mia_stat_delta_t *d, bool fresh) {
   int64_t current = mia_stat_read(&d->current), total = mia_stat_read(&d->total);
-  if (current == 0 && total == 0) return;
-  __atomic_store_n(&d->current, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&d->total, 0, __ATOMIC_RELAXED);
+  int64_t high = mia_stat_high(d, fresh);
+  if (current == 0 && total == 0 && high == 0) return;
+  mia_stat_write(&d->current, 0);
+  mia_stat_write(&d->total, 0);
+  mia_stat_write(&d->high, 0);
   int64_t now = __atomic_add_fetch(&c->current, current, __ATOMIC_RELAXED);
   if (total != 0) __atomic_fetch_add(&c->total, total, __ATOMIC_RELAXED);
-  mia_stat_raise_peak(c, now);
+  mia_stat_raise_peak(c, now - current + high);   /* high >= current */
 }
 
 static bool mia_stat_beyond(const mia_stat_delta_t *d, int64_t bound) {
   return d->current >= bound || d->current <= -bound;
 }
 
-static mia_noinline void mia_stat_local_flush(mia_stat_local_t *local, size_t bin) {
-  mia_stat_fold(&mia_stats_global.pages, &local->pages);
-  mia_stat_fold(&mia_stats_global.in_use, &local->in_use);
-  if (bin <= MIA_BIN_HUGE) mia_stat_fold(&mia_stats_global.bins[bin], &local->bins[bin]);
+static mia_noinline void mia_stat_local_flush(mia_stat_local_t *local, size_t bin, bool fresh) {
+  mia_stat_fold(&mia_stats_global.pages, &local->pages, fresh);
+  mia_stat_fold(&mia_stats_global.in_use, &local->in_use, fresh);
+  if (bin <= MIA_BIN_HUGE) mia_stat_fold(&mia_stats_global.bins[bin], &local->bins[bin], fresh);
 }
 
 /* Every bin's: the tld is done (mia_thread_data_free, a forked child). */
 void mia_stat_local_flush_all(mia_stat_local_t *local) {
-  for (size_t bin = 0; bin <= MIA_BIN_HUGE; bin++) mia_stat_local_flush(local, bin);
+  bool fresh = mia_stat_local_fresh(local);
+  for (size_t bin = 0; bin <= MIA_BIN_HUGE; bin++) mia_stat_local_flush(local, bin, fresh);
+}
+
+static void mia_stat_restart_high(mia_stat_delta_t *d) { mia_stat_write(&d->high, mia_stat_high(d, false)); }
+
+/* A reset came: the highs start again from the current values. */
+static mia_noinline void mia_stat_local_restart(mia_stat_local_t *local) {
+  mia_stat_restart_high(&local->pages);
+  mia_stat_restart_high(&local->in_use);
+  for (size_t bin = 0; bin <= MIA_BIN_HUGE; bin++) mia_stat_restart_high(&local->bins[bin]);
+  __atomic_store_n(&local->epoch, __atomic_load_n(&mia_stat_epoch, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
 }
 
 void mia_stat_page(const mia_page_t *page, int delta) {
@@ -129,6 +161,7 @@ void mia_stat_page(const mia_page_t *page, int delta) {
   }
   /* the thread's own tld, also while its default is another heap's theap */
   mia_stat_local_t *local = &theap->tld->thread_tld->stat_local;
+  if (mia_unlikely(!mia_stat_local_fresh(local))) mia_stat_local_restart(local);
   mia_stat_local_add(&local->pages, delta);
   mia_stat_local_add(&local->in_use, bytes);
   bool bin_beyond = false;
@@ -138,14 +171,21 @@ void mia_stat_page(const mia_page_t *page, int delta) {
   }
   if (mia_unlikely(bin_beyond || mia_stat_beyond(&local->pages, MIA_STAT_LOCAL_PAGES) ||
                    mia_stat_beyond(&local->in_use, MIA_STAT_LOCAL_BYTES)))
-    mia_stat_local_flush(local, page->bin);
+    mia_stat_local_flush(local, page->bin, true);
+}
+
+static void mia_stat_delta_sum(mia_stat_delta_t *sum, const mia_stat_delta_t *d, bool fresh) {
+  sum->current += mia_stat_read(&d->current);
+  sum->total += mia_stat_read(&d->total);
+  sum->high += mia_stat_high(d, fresh);
 }
 
 /* Adds one tld's gathered changes to sum (mia_tlds_stat_sum). */
 void mia_stat_local_sum(mia_stat_local_t *sum, const mia_stat_local_t *local) {
-  const int64_t *src = (const int64_t *)local;
-  int64_t *dst = (int64_t *)sum;
-  for (size_t i = 0; i < sizeof *local / sizeof(int64_t); i++) dst[i] += mia_stat_read(&src[i]);
+  bool fresh = mia_stat_local_fresh(local);
+  mia_stat_delta_sum(&sum->pages, &local->pages, fresh);
+  mia_stat_delta_sum(&sum->in_use, &local->in_use, fresh);
+  for (size_t bin = 0; bin <= MIA_BIN_HUGE; bin++) mia_stat_delta_sum(&sum->bins[bin], &local->bins[bin], fresh);
 }
 
 /* Adds seg's pages to the usage in arg: the bytes of the blocks handed out
@@ -232,9 +272,12 @@ static void mia_stat_count_reset(mia_stat_count_t *c, const mia_stat_delta_t *he
  * from zero. */
 mia_export void mi_stats_reset(void) {
   mia_stats_t *s = &mia_stats_global;
+  /* first: from here on the threads' highs start again, and a reader
+   * meanwhile takes their current values instead */
+  __atomic_fetch_add(&mia_stat_epoch, 1, __ATOMIC_RELAXED);
   mia_stat_local_t held = {0};
   mia_tlds_stat_sum(&held);
-  static const mia_stat_delta_t none = {0, 0};
+  static const mia_stat_delta_t none = {0, 0, 0};
   mia_stat_count_t *counts[] = {&s->arenas, &s->reserved, &s->committed,
                                 &s->segments, &s->huge, &s->huge_blocks, &s->threads};
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) mia_stat_count_reset(counts[i], &none);
@@ -253,11 +296,12 @@ mia_export void mi_stats_merge(void) {}
 /* c plus what the threads still gather of it; a peak this shows for the
  * first time is kept, so that a later read cannot show a lower one */
 static void mia_stat_with_held(mia_stat_count_t *out, mia_stat_count_t *c, const mia_stat_delta_t *held) {
+  int64_t peak = out->current + held->high;   /* held->high >= held->current */
   out->current += held->current;
   out->total += held->total;
-  if (out->current > out->peak) {
-    out->peak = out->current;
-    mia_stat_raise_peak(c, out->current);
+  if (peak > out->peak) {
+    out->peak = peak;
+    mia_stat_raise_peak(c, peak);
   }
 }
 

@@ -205,15 +205,19 @@ typedef struct mia_stat_count_s {
 } mia_stat_count_t;
 
 /* A thread's change to a page statistic not yet added to the process-wide
- * one (stats.c): its current value and its increases. */
+ * one (stats.c): its current value, its increases, and the highest value
+ * the change reached meanwhile (since the last reset, if later), for the
+ * peak. */
 typedef struct mia_stat_delta_s {
   int64_t current;
   int64_t total;
+  int64_t high;
 } mia_stat_delta_t;
 
 typedef struct mia_stat_local_s {
   mia_stat_delta_t pages, in_use;
   mia_stat_delta_t bins[MIA_BIN_HUGE + 1];
+  uint32_t epoch;   /* mi_stats_reset's count when the highs were last restarted */
 } mia_stat_local_t;
 
 /* A segment owner: the thread's segments for one heap, and that heap's

@@ -297,6 +297,41 @@ int main(int argc, char **argv) {
   TAP_OK(num(j8, "pages.current") == num(j7, "pages.current") &&
          num(j8, "in_use.current") == num(j7, "in_use.current"), "mi_stats_merge changes nothing");
 
+  /* ---- a peak a thread reached and left before anyone read ---- */
+  {
+#if MIALLOC_SECURE
+    size_t per = (SLICE - (size_t)sysconf(_SC_PAGESIZE)) / 1536;
+#else
+    size_t per = SLICE / 1536;
+#endif
+    gather_arg_t g = {.n = 10 * per, .size = 1500};
+    pthread_barrier_init(&g.allocated, NULL, 2);
+    pthread_barrier_init(&g.looked, NULL, 2);
+    pthread_barrier_init(&g.freed, NULL, 2);
+    mi_stats_reset();
+    char *r0 = stats_json();
+    pthread_t gt;
+    pthread_create(&gt, NULL, gather_pages, &g);
+    pthread_barrier_wait(&g.allocated);
+    pthread_barrier_wait(&g.looked);   /* no read while it holds them */
+    pthread_barrier_wait(&g.freed);
+    char *r1 = stats_json();
+    pthread_join(gt, NULL);
+    /* at least 9 of the 10 are new: the first blocks may go to a page of
+     * an exited thread's segment that it adopts, counted already */
+    TAP_OK(num(r1, "pages.peak") >= num(r0, "pages.current") + 9 &&
+               num(r1, "in_use.peak") >= num(r0, "in_use.current") + 9.0 * SLICE,
+           "10 pages a running thread took and gave back show in the peaks (pages %.0f -> peak %.0f)",
+           num(r0, "pages.current"), num(r1, "pages.peak"));
+    TAP_OK(bin_pages(r1, 1536, "peak") >= bin_pages(r0, 1536, "current") + 9,
+           "and in their bin's peak (%.0f, from %.0f)", bin_pages(r1, 1536, "peak"), bin_pages(r0, 1536, "current"));
+    pthread_barrier_destroy(&g.allocated);
+    pthread_barrier_destroy(&g.looked);
+    pthread_barrier_destroy(&g.freed);
+    mi_free(r0);
+    mi_free(r1);
+  }
+
   /* ---- the human report ---- */
   captured[0] = 0;
   mi_stats_print_out(capture, &captured);
