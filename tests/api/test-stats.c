@@ -81,6 +81,27 @@ static void *gather_pages(void *arg) {
   return NULL;
 }
 
+/* Ten pages of blocks of size (in the class bsize), below the 32 a thread
+ * gathers (src/stats.c); the barriers for the three steps. */
+static void gather_init(gather_arg_t *g, size_t size, size_t bsize) {
+#if MIALLOC_SECURE
+  size_t per = (SLICE - (size_t)sysconf(_SC_PAGESIZE)) / bsize;
+#else
+  size_t per = SLICE / bsize;
+#endif
+  g->n = 10 * per;
+  g->size = size;
+  pthread_barrier_init(&g->allocated, NULL, 2);
+  pthread_barrier_init(&g->looked, NULL, 2);
+  pthread_barrier_init(&g->freed, NULL, 2);
+}
+
+static void gather_destroy(gather_arg_t *g) {
+  pthread_barrier_destroy(&g->allocated);
+  pthread_barrier_destroy(&g->looked);
+  pthread_barrier_destroy(&g->freed);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "json") == 0) {
     void *keep = malloc(100000);
@@ -228,16 +249,8 @@ int main(int argc, char **argv) {
 
   /* ---- pages a live thread took, not yet added to the process's counts ---- */
   {
-    /* 10 pages: below the 32 a thread gathers (src/stats.c) */
-#if MIALLOC_SECURE
-    size_t per = (SLICE - (size_t)sysconf(_SC_PAGESIZE)) / 1024;
-#else
-    size_t per = SLICE / 1024;
-#endif
-    gather_arg_t g = {.n = 10 * per, .size = 1000};
-    pthread_barrier_init(&g.allocated, NULL, 2);
-    pthread_barrier_init(&g.looked, NULL, 2);
-    pthread_barrier_init(&g.freed, NULL, 2);
+    gather_arg_t g;
+    gather_init(&g, 1000, 1024);
     char *before = stats_json();
     pthread_t gt;
     pthread_create(&gt, NULL, gather_pages, &g);
@@ -261,9 +274,7 @@ int main(int argc, char **argv) {
     double gone = num(joined, "pages.current") - num(before, "pages.current");
     TAP_OK(gone <= 2 && num(joined, "in_use.current") <= num(before, "in_use.current") + 2.0 * SLICE,
            "and after it exited (%.0f left)", gone);
-    pthread_barrier_destroy(&g.allocated);
-    pthread_barrier_destroy(&g.looked);
-    pthread_barrier_destroy(&g.freed);
+    gather_destroy(&g);
     mi_free(before);
     mi_free(during);
     mi_free(after);
@@ -299,15 +310,8 @@ int main(int argc, char **argv) {
 
   /* ---- a peak a thread reached and left before anyone read ---- */
   {
-#if MIALLOC_SECURE
-    size_t per = (SLICE - (size_t)sysconf(_SC_PAGESIZE)) / 1536;
-#else
-    size_t per = SLICE / 1536;
-#endif
-    gather_arg_t g = {.n = 10 * per, .size = 1500};
-    pthread_barrier_init(&g.allocated, NULL, 2);
-    pthread_barrier_init(&g.looked, NULL, 2);
-    pthread_barrier_init(&g.freed, NULL, 2);
+    gather_arg_t g;
+    gather_init(&g, 1500, 1536);
     mi_stats_reset();
     char *r0 = stats_json();
     pthread_t gt;
@@ -325,9 +329,7 @@ int main(int argc, char **argv) {
            num(r0, "pages.current"), num(r1, "pages.peak"));
     TAP_OK(bin_pages(r1, 1536, "peak") >= bin_pages(r0, 1536, "current") + 9,
            "and in their bin's peak (%.0f, from %.0f)", bin_pages(r1, 1536, "peak"), bin_pages(r0, 1536, "current"));
-    pthread_barrier_destroy(&g.allocated);
-    pthread_barrier_destroy(&g.looked);
-    pthread_barrier_destroy(&g.freed);
+    gather_destroy(&g);
     mi_free(r0);
     mi_free(r1);
   }
