@@ -7,9 +7,9 @@
  * are gathered per thread first and added here in steps (see "page
  * statistics" below); readers add what the threads still gather.  So the
  * current values and totals are exact for the whole process at any moment
- * no thread is inside the allocator (and so are the peaks, but for those
- * page counters' with several threads: see below), and mi_stats_merge has
- * nothing to do.
+ * no thread is inside the allocator, and so are the peaks, except the page
+ * counters' with several threads (see below).  mi_stats_merge has nothing
+ * to do.
  *
  * What is counted, and where:
  *
@@ -290,7 +290,8 @@ mia_export void mi_stats_reset(void) {
     __atomic_store_n(events[i], 0, __ATOMIC_RELAXED);
 }
 
-/* The counters are process-wide already (see the top of this file). */
+/* Every report adds what the threads gather already (see the top of this
+ * file). */
 mia_export void mi_stats_merge(void) {}
 
 /* c plus what the threads still gather of it; a peak this shows for the
